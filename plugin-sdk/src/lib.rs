@@ -15,7 +15,7 @@
 //!
 //! Host interfaces live in [`host`]; each one you call becomes an import of your
 //! component, and each import is a capability the operator must grant. The helper
-//! modules ([`error`], [`events`], [`output`], [`options`]) keep plugins short.
+//! modules ([`error`], [`events`], [`output`], [`options`], [`paths`]) keep plugins short.
 
 #[doc(hidden)]
 pub use wit_bindgen;
@@ -45,9 +45,9 @@ pub mod workspace_source {
         pub_export_macro: true,
         export_macro_name: "export_workspace_source",
         default_bindings_module: "::agentgate_plugin_sdk::workspace_source",
+        // No `execution` here: no interface of this world uses it.
         with: {
             "agentgate:plugin/types@0.1.0": crate::host::types,
-            "agentgate:plugin/execution@0.1.0": crate::host::execution,
             "agentgate:plugin/events@0.1.0": crate::host::events,
             "agentgate:plugin/git@0.1.0": crate::host::git,
             "agentgate:plugin/github@0.1.0": crate::host::github,
@@ -101,6 +101,7 @@ pub mod error;
 pub mod events;
 pub mod options;
 pub mod output;
+pub mod paths;
 
 pub use host::types::{EnvVar, Error, PluginInfo, PluginKind};
 

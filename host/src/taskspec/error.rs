@@ -5,14 +5,14 @@
 //! where possible a hint (`did you mean "path"?`). Errors raised while serde walks the YAML
 //! travel through serde_yaml as plain strings; this file turns them back into a `SpecError`.
 
-use std::fmt;
+use std::fmt::Display;
 
 /// Separates a message from its hint while the pair travels through serde as one string.
 const HINT_SEPARATOR: char = '\u{1f}';
 
 /// Something wrong with a TaskSpec document.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error(fmt = render)]
+#[error("{}", render(self))]
 pub struct SpecError {
     /// Field path in the document, e.g. `spec.execution.workspace.path`; empty for the document
     /// itself (YAML syntax errors, a document of the wrong shape).
@@ -29,24 +29,32 @@ pub struct SpecError {
 
 /// `path (line N): message`, or `path: message (line N); hint` when there is a hint, so that
 /// the hint is read last. Without a path: `line N, column M: message`.
-fn render(error: &SpecError, f: &mut fmt::Formatter) -> fmt::Result {
-    let SpecError { path, line, column, message, hint } = error;
-    let line_note = line.map(|line| format!(" (line {line})")).unwrap_or_default();
+fn render(error: &SpecError) -> String {
+    let SpecError {
+        path,
+        line,
+        column,
+        message,
+        hint,
+    } = error;
+    let line_note = line
+        .map(|line| format!(" (line {line})"))
+        .unwrap_or_default();
     match hint {
         _ if path.is_empty() => {
-            match (line, column) {
-                (Some(line), Some(column)) => write!(f, "line {line}, column {column}: ")?,
-                (Some(line), None) => write!(f, "line {line}: ")?,
-                _ => {}
-            }
-            f.write_str(message)?;
-            match hint {
-                Some(hint) => write!(f, "; {hint}"),
-                None => Ok(()),
-            }
+            let location = match (line, column) {
+                (Some(line), Some(column)) => format!("line {line}, column {column}: "),
+                (Some(line), None) => format!("line {line}: "),
+                _ => String::new(),
+            };
+            let hint = hint
+                .as_ref()
+                .map(|hint| format!("; {hint}"))
+                .unwrap_or_default();
+            format!("{location}{message}{hint}")
         }
-        Some(hint) => write!(f, "{path}: {message}{line_note}; {hint}"),
-        None => write!(f, "{path}{line_note}: {message}"),
+        Some(hint) => format!("{path}: {message}{line_note}; {hint}"),
+        None => format!("{path}{line_note}: {message}"),
     }
 }
 
@@ -96,7 +104,7 @@ impl SpecError {
 }
 
 /// Joins a message and a hint into one string that survives a trip through `de::Error::custom`.
-pub(crate) fn with_hint(message: impl fmt::Display, hint: impl fmt::Display) -> String {
+pub(crate) fn with_hint(message: impl Display, hint: impl Display) -> String {
     format!("{message}{HINT_SEPARATOR}{hint}")
 }
 
@@ -186,19 +194,28 @@ mod tests {
             column: Some(7),
             ..SpecError::new("", "mapping values are not allowed")
         };
-        assert_eq!(error.to_string(), "line 3, column 7: mapping values are not allowed");
+        assert_eq!(
+            error.to_string(),
+            "line 3, column 7: mapping values are not allowed"
+        );
     }
 
     #[test]
     fn suggests_close_keys_only() {
         assert_eq!(did_you_mean("pth", &["source", "path"]), Some("path"));
-        assert_eq!(did_you_mean("maxtokens", &["maxTokens", "model"]), Some("maxTokens"));
+        assert_eq!(
+            did_you_mean("maxtokens", &["maxTokens", "model"]),
+            Some("maxTokens")
+        );
         assert_eq!(did_you_mean("completely", &["path"]), None);
     }
 
     #[test]
     fn strips_yaml_path_but_not_message_colons() {
         assert_eq!(strip_yaml_path("a.b[0]: unknown key"), "unknown key");
-        assert_eq!(strip_yaml_path("invalid type: string"), "invalid type: string");
+        assert_eq!(
+            strip_yaml_path("invalid type: string"),
+            "invalid type: string"
+        );
     }
 }

@@ -70,12 +70,18 @@ mod tests {
     #[test]
     fn substitutes_variables() {
         assert_eq!(interpolate("a-${TOKEN}-b", &env).unwrap(), "a-s3cret-b");
-        assert_eq!(interpolate("${TOKEN}${TOKEN}", &env).unwrap(), "s3crets3cret");
+        assert_eq!(
+            interpolate("${TOKEN}${TOKEN}", &env).unwrap(),
+            "s3crets3cret"
+        );
     }
 
     #[test]
     fn leaves_plain_text_borrowed() {
-        assert!(matches!(interpolate("cost $5", &env).unwrap(), Cow::Borrowed(_)));
+        assert!(matches!(
+            interpolate("cost $5", &env).unwrap(),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]
@@ -86,7 +92,10 @@ mod tests {
 
     #[test]
     fn values_are_not_rescanned() {
-        assert_eq!(interpolate("${TRICKY}", &env).unwrap(), "x\nfoo: bar ${TOKEN}");
+        assert_eq!(
+            interpolate("${TRICKY}", &env).unwrap(),
+            "x\nfoo: bar ${TOKEN}"
+        );
     }
 
     #[test]

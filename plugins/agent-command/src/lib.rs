@@ -67,7 +67,9 @@ impl Guest for CommandDriver {
             version: env!("CARGO_PKG_VERSION").into(),
             kind: PluginKind::AgentDriver,
             serves: vec!["command".into()],
-            summary: "Runs agent.options.command as the agent; prompt in AGENTGATE_PROMPT and on stdin".into(),
+            summary:
+                "Runs agent.options.command as the agent; prompt in AGENTGATE_PROMPT and on stdin"
+                    .into(),
             options_schema: Some(OPTIONS_SCHEMA.into()),
         }
     }
@@ -104,7 +106,9 @@ impl Driver for CommandDriver {
                 }
             }
         }
-        Err(agentgate_plugin_sdk::error::failed("the agent's output ended without an exit status"))
+        Err(agentgate_plugin_sdk::error::failed(
+            "the agent's output ended without an exit status",
+        ))
     }
 }
 
@@ -126,7 +130,12 @@ mod tests {
             max_tokens: 1,
             temperature: None,
             tools: vec![],
-            capabilities: AgentCapabilities { file_system: true, network: false, shell: true, browser: false },
+            capabilities: AgentCapabilities {
+                file_system: true,
+                network: false,
+                shell: true,
+                browser: false,
+            },
             mcp_servers: vec![],
             max_iterations: None,
             max_cost_usd: None,
@@ -144,7 +153,16 @@ mod tests {
         assert_eq!(req.argv, ["sh", "-c", "cat"]);
         assert_eq!(req.stdin.as_deref(), Some(&b"fix it"[..]));
         let names: Vec<_> = req.env.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(names, ["AGENTGATE_PROMPT", "AGENTGATE_RUN_ID", "AGENTGATE_MODEL", "A", "API_KEY"]);
+        assert_eq!(
+            names,
+            [
+                "AGENTGATE_PROMPT",
+                "AGENTGATE_RUN_ID",
+                "AGENTGATE_MODEL",
+                "A",
+                "API_KEY"
+            ]
+        );
     }
 
     #[test]

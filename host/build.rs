@@ -1,0 +1,114 @@
+//! Builds the plugins that ship inside the binary.
+//!
+//! Every crate under `plugins/` is compiled to a `wasm32-wasip2` component and embedded
+//! with `include_bytes!`, so a plain `cargo build` gives a binary that works with no
+//! plugin directory. The test fixture plugins under `tests/fixtures/plugins/` are built
+//! alongside (not embedded) for the integration tests. Each crate is built on its own
+//! because each enables a different world feature of the SDK.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() {
+    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let root = manifest_dir.parent().unwrap().to_path_buf();
+    for dir in [
+        "wit",
+        "plugin-sdk",
+        "plugins",
+        "tests/fixtures/plugins",
+        "Cargo.lock",
+    ] {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    }
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    let target_dir = std::env::var("AGENTGATE_PLUGIN_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root.join("target").join("plugins"));
+
+    let builtins = build_all(&root, &root.join("plugins"), &target_dir);
+    let fixtures = build_all(&root, &root.join("tests/fixtures/plugins"), &target_dir);
+
+    let mut table = String::from("/// Built-in plugins: (crate name, component bytes).\npub static BUILTIN_PLUGINS: &[(&str, &[u8])] = &[\n");
+    for (name, wasm) in &builtins {
+        table.push_str(&format!(
+            "    ({name:?}, include_bytes!({:?})),\n",
+            wasm.display().to_string()
+        ));
+    }
+    table.push_str("];\n");
+    std::fs::write(out_dir.join("builtin_plugins.rs"), table).unwrap();
+
+    // The fixtures get a directory of their own, so a test can use it as a plugin dir.
+    let fixture_dir = target_dir.join("fixtures");
+    std::fs::create_dir_all(&fixture_dir).unwrap();
+    for (name, wasm) in &fixtures {
+        std::fs::copy(wasm, fixture_dir.join(format!("{name}.wasm"))).unwrap();
+    }
+    println!(
+        "cargo:rustc-env=AGENTGATE_FIXTURE_PLUGIN_DIR={}",
+        fixture_dir.display()
+    );
+}
+
+/// Builds every crate in `dir`; returns (crate name, .wasm path) sorted by name.
+fn build_all(root: &Path, dir: &Path, target_dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.join("Cargo.toml").is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    crates.sort();
+    crates
+        .iter()
+        .map(|krate| {
+            let name = krate.file_name().unwrap().to_string_lossy().into_owned();
+            (name.clone(), build_plugin(root, &name, target_dir))
+        })
+        .collect()
+}
+
+fn build_plugin(root: &Path, name: &str, target_dir: &Path) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(root)
+        .args([
+            "rustc",
+            "--quiet",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--crate-type",
+            "cdylib",
+            "-p",
+            name,
+        ])
+        .arg("--target-dir")
+        .arg(target_dir);
+    // The outer build's settings (clippy wrapper, host RUSTFLAGS) must not leak in.
+    for var in [
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTC_WRAPPER",
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+    ] {
+        command.env_remove(var);
+    }
+    let status = command.status().expect("running cargo to build a plugin");
+    if !status.success() {
+        panic!(
+            "building plugin {name} for wasm32-wasip2 failed; is the target installed? (rustup target add wasm32-wasip2)"
+        );
+    }
+    let wasm = target_dir
+        .join("wasm32-wasip2/release")
+        .join(format!("{}.wasm", name.replace('-', "_")));
+    assert!(wasm.is_file(), "{} was not produced", wasm.display());
+    wasm
+}

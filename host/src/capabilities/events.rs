@@ -1,0 +1,299 @@
+//! The host side of `agentgate:plugin/events`, and the run's event stream.
+//!
+//! Plugins and the host itself report into one [`EventSink`] per run. Each event is
+//! appended to `events.ndjson` as it happens (so a crash keeps what came before it)
+//! and handed to an observer (the CLI's live display or `--json` output). Strings are
+//! truncated and each source has an event budget, so a flood slows only its sender.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+use crate::runtime::bindings::events::{Event, Host, LogLevel};
+use crate::runtime::bindings::types::OutputPipe;
+use crate::runtime::PluginState;
+
+/// Longest string kept in one event field.
+const MAX_FIELD_BYTES: usize = 16 * 1024;
+/// Events one source may report in one run.
+const MAX_EVENTS_PER_SOURCE: u64 = 200_000;
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunEvent {
+    /// RFC 3339 time with milliseconds.
+    pub ts: String,
+    pub run_id: String,
+    /// `host` or the plugin's name.
+    pub source: String,
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum EventBody {
+    /// A lifecycle phase of the run started or ended.
+    Phase {
+        phase: String,
+        status: PhaseStatus,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    Progress {
+        phase: String,
+        message: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        current: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        total: Option<u64>,
+    },
+    Log {
+        level: &'static str,
+        message: String,
+    },
+    AgentMessage {
+        text: String,
+    },
+    ToolCall {
+        id: String,
+        name: String,
+        input: String,
+    },
+    ToolResult {
+        id: String,
+        output: String,
+        is_error: bool,
+    },
+    Usage {
+        input_tokens: u64,
+        output_tokens: u64,
+        cache_read_tokens: u64,
+        cache_write_tokens: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+    },
+    Output {
+        pipe: &'static str,
+        line: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PhaseStatus {
+    Started,
+    Finished,
+    Failed,
+}
+
+type Observer = Box<dyn Fn(&RunEvent) + Send + Sync>;
+
+pub struct EventSink {
+    run_id: String,
+    file: Mutex<Option<BufWriter<File>>>,
+    observer: Option<Observer>,
+    counts: Mutex<HashMap<String, u64>>,
+}
+
+impl EventSink {
+    /// Appends to `path` and calls `observer` for each event.
+    pub fn new(
+        run_id: &str,
+        path: &Path,
+        observer: Option<Observer>,
+    ) -> std::io::Result<EventSink> {
+        let file = File::options().create(true).append(true).open(path)?;
+        Ok(EventSink {
+            run_id: run_id.to_string(),
+            file: Mutex::new(Some(BufWriter::new(file))),
+            observer,
+            counts: Mutex::default(),
+        })
+    }
+
+    /// A sink that keeps nothing.
+    pub fn discard() -> EventSink {
+        EventSink {
+            run_id: String::new(),
+            file: Mutex::new(None),
+            observer: None,
+            counts: Mutex::default(),
+        }
+    }
+
+    pub fn emit(&self, source: &str, body: EventBody) {
+        if !self.within_budget(source) {
+            return;
+        }
+        let event = RunEvent {
+            ts: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            run_id: self.run_id.clone(),
+            source: source.to_string(),
+            body,
+        };
+        if let Some(file) = self.file.lock().unwrap().as_mut() {
+            if let Ok(line) = serde_json::to_string(&event) {
+                let _ = writeln!(file, "{line}").and_then(|_| file.flush());
+            }
+        }
+        if let Some(observer) = &self.observer {
+            observer(&event);
+        }
+    }
+
+    pub fn phase(&self, phase: &str, status: PhaseStatus, message: Option<String>) {
+        self.emit(
+            "host",
+            EventBody::Phase {
+                phase: phase.to_string(),
+                status,
+                message,
+            },
+        );
+    }
+
+    pub fn host_log(&self, level: &'static str, message: impl Into<String>) {
+        self.emit(
+            "host",
+            EventBody::Log {
+                level,
+                message: message.into(),
+            },
+        );
+    }
+
+    fn within_budget(&self, source: &str) -> bool {
+        let mut counts = self.counts.lock().unwrap();
+        let count = counts.entry(source.to_string()).or_default();
+        *count += 1;
+        if *count == MAX_EVENTS_PER_SOURCE + 1 {
+            drop(counts);
+            self.emit(
+                "host",
+                EventBody::Log {
+                    level: "warn",
+                    message: format!("{source} exceeded {MAX_EVENTS_PER_SOURCE} events; further events from it are dropped"),
+                },
+            );
+            return false;
+        }
+        *count <= MAX_EVENTS_PER_SOURCE
+    }
+}
+
+/// Cuts `s` to at most [`MAX_FIELD_BYTES`], on a character boundary.
+fn bounded(mut s: String) -> String {
+    if s.len() > MAX_FIELD_BYTES {
+        let mut cut = MAX_FIELD_BYTES;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let dropped = s.len() - cut;
+        s.truncate(cut);
+        s.push_str(&format!("…[{dropped} bytes truncated]"));
+    }
+    s
+}
+
+pub fn pipe_name(pipe: OutputPipe) -> &'static str {
+    match pipe {
+        OutputPipe::Stdout => "stdout",
+        OutputPipe::Stderr => "stderr",
+    }
+}
+
+fn level_name(level: LogLevel) -> &'static str {
+    match level {
+        LogLevel::Trace => "trace",
+        LogLevel::Debug => "debug",
+        LogLevel::Info => "info",
+        LogLevel::Warn => "warn",
+        LogLevel::Error => "error",
+    }
+}
+
+impl From<Event> for EventBody {
+    fn from(event: Event) -> EventBody {
+        match event {
+            Event::Progress(p) => EventBody::Progress {
+                phase: bounded(p.phase),
+                message: bounded(p.message),
+                current: p.current,
+                total: p.total,
+            },
+            Event::Log((level, message)) => EventBody::Log {
+                level: level_name(level),
+                message: bounded(message),
+            },
+            Event::AgentMessage(text) => EventBody::AgentMessage {
+                text: bounded(text),
+            },
+            Event::ToolCall(call) => EventBody::ToolCall {
+                id: bounded(call.id),
+                name: bounded(call.name),
+                input: bounded(call.input),
+            },
+            Event::ToolResult(result) => EventBody::ToolResult {
+                id: bounded(result.id),
+                output: bounded(result.output),
+                is_error: result.is_error,
+            },
+            Event::Usage(u) => EventBody::Usage {
+                input_tokens: u.input_tokens,
+                output_tokens: u.output_tokens,
+                cache_read_tokens: u.cache_read_tokens,
+                cache_write_tokens: u.cache_write_tokens,
+                cost_usd: u.cost_usd,
+            },
+            Event::Output((pipe, line)) => EventBody::Output {
+                pipe: pipe_name(pipe),
+                line: bounded(line),
+            },
+        }
+    }
+}
+
+impl Host for PluginState {
+    async fn emit(&mut self, event: Event) -> wasmtime::Result<()> {
+        self.run.ensure_active()?;
+        self.run.events.emit(&self.plugin, event.into());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncates_long_fields_on_char_boundaries() {
+        let long = "é".repeat(MAX_FIELD_BYTES);
+        let cut = bounded(long);
+        assert!(cut.len() < MAX_FIELD_BYTES + 40);
+        assert!(cut.ends_with("bytes truncated]"));
+    }
+
+    #[test]
+    fn writes_ndjson_and_caps_a_flood() {
+        let dir = std::env::temp_dir().join(format!("ag-events-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("events.ndjson");
+        let sink = EventSink::new("r1", &path, None).unwrap();
+        sink.host_log("info", "hello");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let event: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(event["type"], "log");
+        assert_eq!(event["message"], "hello");
+        assert_eq!(event["runId"], "r1");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,166 @@
+//! The host side of `agentgate:plugin/execution`: a running command whose pipes the
+//! host reads.
+//!
+//! Whatever starts the command (a process, later a Docker exec) pumps its output into
+//! a bounded channel; the plugin pulls from it with `read`. Backpressure is natural: a
+//! plugin that stops reading stalls the pump, not the host. Dropping an `Execution`
+//! (the plugin drops its handle, its store dies, or the run is cancelled) kills the
+//! command and everything it started.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use wasmtime::component::Resource;
+
+use crate::runtime::bindings::execution::{HostExecution, Output};
+use crate::runtime::bindings::types::{Error, ExitStatus, OutputPipe, ResourceUsage};
+use crate::runtime::PluginState;
+
+/// Largest chunk delivered by one `read`.
+pub const MAX_CHUNK: usize = 64 * 1024;
+
+/// Stops a command and everything it started.
+pub trait Kill: Send + Sync {
+    fn kill(&self);
+}
+
+/// Receives a copy of output as the plugin reads it (the run's stdout/stderr logs).
+pub trait OutputTee: Send + Sync {
+    fn write(&self, pipe: OutputPipe, data: &[u8]);
+}
+
+pub struct Execution {
+    id: String,
+    output: mpsc::Receiver<Output>,
+    stdin: Option<Box<dyn tokio::io::AsyncWrite + Send + Unpin>>,
+    killer: Arc<dyn Kill>,
+    exit: Option<ExitStatus>,
+    tee: Option<Arc<dyn OutputTee>>,
+}
+
+impl Execution {
+    pub fn new(
+        id: String,
+        output: mpsc::Receiver<Output>,
+        stdin: Option<Box<dyn tokio::io::AsyncWrite + Send + Unpin>>,
+        killer: Arc<dyn Kill>,
+    ) -> Execution {
+        Execution {
+            id,
+            output,
+            stdin,
+            killer,
+            exit: None,
+            tee: None,
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Copies everything read from now on to `tee`.
+    pub fn set_tee(&mut self, tee: Arc<dyn OutputTee>) {
+        self.tee = Some(tee);
+    }
+
+    /// Waits up to `wait` for output. After the command exits, every call returns
+    /// the same `exited`.
+    pub async fn read(&mut self, wait: Duration) -> Output {
+        if let Some(status) = self.exit {
+            return Output::Exited(status);
+        }
+        let next = match tokio::time::timeout(wait, self.output.recv()).await {
+            Err(_) => return Output::Idle,
+            Ok(next) => next,
+        };
+        let output = next.unwrap_or(Output::Exited(ExitStatus {
+            code: None,
+            signal: None,
+            timed_out: false,
+        }));
+        match &output {
+            Output::Chunk(chunk) => {
+                if let Some(tee) = &self.tee {
+                    tee.write(chunk.pipe, &chunk.data);
+                }
+            }
+            Output::Exited(status) => self.exit = Some(*status),
+            Output::Idle => {}
+        }
+        output
+    }
+
+    pub async fn write_stdin(&mut self, data: &[u8]) -> Result<(), Error> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| Error::Failed("stdin is closed".into()))?;
+        stdin
+            .write_all(data)
+            .await
+            .map_err(|e| Error::Failed(format!("writing stdin: {e}")))
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    pub fn kill(&self) {
+        self.killer.kill();
+    }
+}
+
+impl Drop for Execution {
+    fn drop(&mut self) {
+        self.killer.kill();
+    }
+}
+
+impl crate::runtime::bindings::execution::Host for PluginState {}
+
+impl HostExecution for PluginState {
+    async fn id(&mut self, this: Resource<Execution>) -> wasmtime::Result<String> {
+        Ok(self.table.get(&this)?.id.clone())
+    }
+
+    async fn read(&mut self, this: Resource<Execution>, wait_ms: u32) -> wasmtime::Result<Output> {
+        let wait = Duration::from_millis(u64::from(wait_ms.min(60_000)));
+        Ok(self.table.get_mut(&this)?.read(wait).await)
+    }
+
+    async fn write_stdin(
+        &mut self,
+        this: Resource<Execution>,
+        data: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), Error>> {
+        Ok(self.table.get_mut(&this)?.write_stdin(&data).await)
+    }
+
+    async fn close_stdin(&mut self, this: Resource<Execution>) -> wasmtime::Result<()> {
+        self.table.get_mut(&this)?.close_stdin();
+        Ok(())
+    }
+
+    async fn usage(
+        &mut self,
+        _this: Resource<Execution>,
+    ) -> wasmtime::Result<Result<ResourceUsage, Error>> {
+        Ok(Err(Error::Unavailable(
+            "per-command resource usage needs cgroup accounting, which this host does not have yet"
+                .into(),
+        )))
+    }
+
+    async fn kill(&mut self, this: Resource<Execution>) -> wasmtime::Result<()> {
+        self.table.get(&this)?.kill();
+        Ok(())
+    }
+
+    async fn drop(&mut self, this: Resource<Execution>) -> wasmtime::Result<()> {
+        self.table.delete(this)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,67 @@
+//! The host side of `agentgate:plugin/github`.
+//!
+//! The contract is complete; the REST client (octocrab) is not built yet. Every call
+//! fails with `unavailable`.
+
+use crate::runtime::bindings::github::{Host, NewRepository, PullRequest, Repository};
+use crate::runtime::bindings::types::Error;
+use crate::runtime::PluginState;
+
+fn not_built<T>() -> wasmtime::Result<Result<T, Error>> {
+    Ok(Err(Error::Unavailable(
+        "the github capability is not built into this agentgate yet; use workspace.source: local"
+            .into(),
+    )))
+}
+
+impl Host for PluginState {
+    async fn authenticated_user(&mut self) -> wasmtime::Result<Result<String, Error>> {
+        self.run.ensure_active()?;
+        not_built()
+    }
+    async fn get_repository(
+        &mut self,
+        _owner: String,
+        _name: String,
+    ) -> wasmtime::Result<Result<Repository, Error>> {
+        self.run.ensure_active()?;
+        not_built()
+    }
+    async fn fork_repository(
+        &mut self,
+        _owner: String,
+        _name: String,
+        _organization: Option<String>,
+    ) -> wasmtime::Result<Result<Repository, Error>> {
+        self.run.ensure_active()?;
+        not_built()
+    }
+    async fn create_repository(
+        &mut self,
+        _request: NewRepository,
+    ) -> wasmtime::Result<Result<Repository, Error>> {
+        self.run.ensure_active()?;
+        not_built()
+    }
+    async fn generate_from_template(
+        &mut self,
+        _template_owner: String,
+        _template_name: String,
+        _request: NewRepository,
+    ) -> wasmtime::Result<Result<Repository, Error>> {
+        self.run.ensure_active()?;
+        not_built()
+    }
+    async fn create_pull_request(
+        &mut self,
+        _owner: String,
+        _name: String,
+        _title: String,
+        _head: String,
+        _base: String,
+        _body: String,
+    ) -> wasmtime::Result<Result<PullRequest, Error>> {
+        self.run.ensure_active()?;
+        not_built()
+    }
+}

@@ -1,0 +1,79 @@
+//! The host side of each WIT host interface.
+//!
+//! Each module implements one capability (`process`, `events`, `sandbox`, `docker`,
+//! `git`, `github`) for [`PluginState`](crate::runtime::PluginState). A plugin can only
+//! reach a module whose interface it imports and was granted; the runtime checks that
+//! at load. What all of them act on is the plugin's [`RunContext`].
+
+pub mod docker;
+pub mod events;
+pub mod execution;
+pub mod git;
+pub mod github;
+pub mod process;
+pub mod sandbox;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+pub use events::{EventBody, EventSink, RunEvent};
+pub use sandbox::SandboxBroker;
+
+/// The run a plugin store works for.
+pub struct RunContext {
+    pub run_id: String,
+    pub events: Arc<EventSink>,
+    broker: OnceLock<Arc<SandboxBroker>>,
+    /// False while a plugin is only being described: no host interface may act then.
+    active: bool,
+    exec_ids: AtomicU64,
+}
+
+impl RunContext {
+    pub fn new(run_id: String, events: Arc<EventSink>) -> Arc<RunContext> {
+        Arc::new(RunContext {
+            run_id,
+            events,
+            broker: OnceLock::new(),
+            active: true,
+            exec_ids: AtomicU64::new(0),
+        })
+    }
+
+    /// A context for `describe()`: every host interface traps.
+    pub fn describe_only() -> Arc<RunContext> {
+        Arc::new(RunContext {
+            run_id: String::new(),
+            events: Arc::new(EventSink::discard()),
+            broker: OnceLock::new(),
+            active: false,
+            exec_ids: AtomicU64::new(0),
+        })
+    }
+
+    /// Traps the calling plugin when host interfaces are not available.
+    pub(crate) fn ensure_active(&self) -> wasmtime::Result<()> {
+        if self.active {
+            Ok(())
+        } else {
+            Err(wasmtime::Error::msg(
+                "host interfaces cannot be called from describe(); describe() must only return the plugin's info",
+            ))
+        }
+    }
+
+    pub(crate) fn next_exec_id(&self) -> String {
+        format!("exec-{}", self.exec_ids.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// Makes the run's sandbox reachable through the `sandbox` interface.
+    pub fn set_broker(&self, broker: Arc<SandboxBroker>) {
+        let _ = self.broker.set(broker);
+    }
+
+    pub(crate) fn broker(&self) -> Option<&Arc<SandboxBroker>> {
+        self.broker.get()
+    }
+}
+
+impl crate::runtime::bindings::types::Host for crate::runtime::PluginState {}

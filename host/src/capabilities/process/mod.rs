@@ -1,0 +1,247 @@
+//! The host side of `agentgate:plugin/process`: start programs on this machine.
+//!
+//! Every process starts as the leader of a new process group, so a timeout or a cancel
+//! kills the whole tree it spawned (grandchildren included) with one `killpg`. The
+//! groups a plugin started are tracked per store and killed when the store goes away,
+//! so cleanup does not depend on the plugin behaving.
+
+mod isolation;
+mod pump;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use wasmtime::component::Resource;
+
+use super::execution::{Execution, Kill};
+use crate::runtime::bindings::process::{Host, SpawnRequest};
+use crate::runtime::bindings::types::Error;
+use crate::runtime::PluginState;
+
+pub use isolation::Isolation;
+
+/// A process group started by the host.
+pub struct ProcessGroup {
+    pgid: libc::pid_t,
+    finished: AtomicBool,
+}
+
+impl ProcessGroup {
+    fn new(pgid: libc::pid_t) -> ProcessGroup {
+        ProcessGroup {
+            pgid,
+            finished: AtomicBool::new(false),
+        }
+    }
+
+    pub fn pgid(&self) -> libc::pid_t {
+        self.pgid
+    }
+
+    /// SIGKILLs every member. Returns false when the group was already gone.
+    fn signal_kill(&self) -> bool {
+        if self.finished.load(Ordering::Acquire) {
+            return false;
+        }
+        // SAFETY: killpg has no memory-safety preconditions.
+        let rc = unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
+        if rc != 0 {
+            // ESRCH: nobody left in the group; never signal this id again.
+            self.finished.store(true, Ordering::Release);
+        }
+        rc == 0
+    }
+}
+
+impl Kill for ProcessGroup {
+    fn kill(&self) {
+        self.signal_kill();
+    }
+}
+
+/// The process groups one plugin store started. Dropping it kills them all.
+#[derive(Default)]
+pub struct ProcessGroups {
+    groups: Mutex<Vec<Arc<ProcessGroup>>>,
+}
+
+impl ProcessGroups {
+    fn track(&self, group: Arc<ProcessGroup>) {
+        let mut groups = self.groups.lock().unwrap();
+        groups.retain(|g| !g.finished.load(Ordering::Acquire));
+        groups.push(group);
+    }
+
+    /// Kills every group still alive; returns how many were signalled.
+    pub fn kill_all(&self) -> u32 {
+        let groups = self.groups.lock().unwrap();
+        groups.iter().filter(|g| g.signal_kill()).count() as u32
+    }
+}
+
+impl Drop for ProcessGroups {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
+
+/// A validated spawn: what `spawn` needs once the WIT request has been checked.
+struct Launch {
+    argv: Vec<String>,
+    cwd: std::path::PathBuf,
+    env: Vec<(String, String)>,
+    inherit_env: bool,
+    stdin: Option<Vec<u8>>,
+    keep_stdin_open: bool,
+    timeout: Option<Duration>,
+    isolation: Isolation,
+}
+
+impl Launch {
+    fn from_request(request: SpawnRequest) -> Result<Launch, Error> {
+        if request.argv.is_empty() || request.argv[0].is_empty() {
+            return Err(invalid("argv", "the command is empty"));
+        }
+        let cwd = Path::new(&request.cwd);
+        if !cwd.is_absolute() {
+            return Err(invalid(
+                "cwd",
+                format!("{:?} is not an absolute path", request.cwd),
+            ));
+        }
+        if !cwd.is_dir() {
+            return Err(Error::Failed(format!(
+                "working directory {} does not exist",
+                cwd.display()
+            )));
+        }
+        Ok(Launch {
+            argv: request.argv,
+            cwd: cwd.to_path_buf(),
+            env: request.env.into_iter().map(|e| (e.name, e.value)).collect(),
+            inherit_env: request.inherit_env,
+            stdin: request.stdin,
+            keep_stdin_open: request.keep_stdin_open,
+            timeout: request.timeout_ms.map(Duration::from_millis),
+            isolation: Isolation::from_request(request.isolation)?,
+        })
+    }
+}
+
+fn invalid(path: &str, message: impl Into<String>) -> Error {
+    Error::InvalidSpec(crate::runtime::bindings::types::FieldError {
+        path: path.to_string(),
+        message: message.into(),
+    })
+}
+
+/// Starts `launch` in a new process group and returns its execution.
+async fn spawn(launch: Launch, groups: &ProcessGroups, id: String) -> Result<Execution, Error> {
+    let mut command = tokio::process::Command::new(&launch.argv[0]);
+    command
+        .args(&launch.argv[1..])
+        .current_dir(&launch.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    if !launch.inherit_env {
+        command.env_clear();
+    }
+    command.envs(launch.env.iter().map(|(k, v)| (k, v)));
+    launch.isolation.configure(&mut command)?;
+
+    let mut child = command
+        .spawn()
+        .map_err(|e| launch.isolation.explain_spawn_error(&launch.argv[0], e))?;
+    let pid = child
+        .id()
+        .ok_or_else(|| Error::Failed("the process exited at once".into()))?
+        as libc::pid_t;
+    let group = Arc::new(ProcessGroup::new(pid));
+    groups.track(group.clone());
+
+    // Initial stdin is written in the background when it is closed afterwards, so a
+    // command that never reads it cannot block the plugin.
+    let stdin = match (child.stdin.take(), launch.stdin, launch.keep_stdin_open) {
+        (Some(mut pipe), Some(data), true) => {
+            let _ = pipe.write_all(&data).await;
+            Some(pipe)
+        }
+        (Some(mut pipe), Some(data), false) => {
+            tokio::spawn(async move {
+                let _ = pipe.write_all(&data).await;
+            });
+            None
+        }
+        (pipe, None, true) => pipe,
+        // Dropping the pipe closes it: the command sees EOF.
+        _ => None,
+    };
+
+    let output = pump::start(child, group.clone(), launch.timeout);
+    let stdin = stdin.map(|s| Box::new(s) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>);
+    Ok(Execution::new(id, output, stdin, group))
+}
+
+/// Resolves `program` like a shell would, on the host's PATH.
+fn which(program: &str) -> Option<String> {
+    let is_executable = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata()
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if program.contains('/') {
+        let path = Path::new(program);
+        return is_executable(path).then(|| program.to_string());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| is_executable(p))
+        .map(|p| p.display().to_string())
+}
+
+impl Host for PluginState {
+    async fn spawn(
+        &mut self,
+        request: SpawnRequest,
+    ) -> wasmtime::Result<Result<Resource<Execution>, Error>> {
+        self.run.ensure_active()?;
+        let launch = match Launch::from_request(request) {
+            Ok(launch) => launch,
+            Err(e) => return Ok(Err(e)),
+        };
+        let id = self.run.next_exec_id();
+        match spawn(launch, &self.processes, id).await {
+            Ok(execution) => Ok(Ok(self.table.push(execution)?)),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    async fn which(&mut self, program: String) -> wasmtime::Result<Option<String>> {
+        self.run.ensure_active()?;
+        Ok(which(&program))
+    }
+
+    async fn kill_all(&mut self) -> wasmtime::Result<u32> {
+        Ok(self.processes.kill_all())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn which_finds_sh() {
+        assert!(which("sh").is_some());
+        assert!(which("definitely-not-a-program-xyz").is_none());
+        assert_eq!(which("/bin/sh").as_deref(), Some("/bin/sh"));
+    }
+}

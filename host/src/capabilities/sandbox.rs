@@ -1,0 +1,190 @@
+//! The host side of `agentgate:plugin/sandbox`: the broker between an agent driver and
+//! the sandbox a provider plugin created.
+//!
+//! A driver never holds the provider's resources. Its `exec` is forwarded to the
+//! provider's sandbox; the host-owned `execution` that comes back is moved from the
+//! provider's store into the driver's, with the run's stdout/stderr logs attached.
+//! File operations act on the workspace through a `cap_std` directory handle, so no
+//! path a driver supplies (`..`, absolute, symlinks) can leave it.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use tokio::sync::Mutex;
+use wasmtime::component::Resource;
+
+use super::execution::{Execution, OutputTee};
+use crate::runtime::bindings::sandbox::{DirEntry, Host, SandboxDetails};
+use crate::runtime::bindings::types::{Error, ExecRequest};
+use crate::runtime::instance::ActiveSandbox;
+use crate::runtime::PluginState;
+
+/// Largest file a driver may read in one call.
+const MAX_READ_BYTES: u64 = 64 << 20;
+
+pub struct SandboxBroker {
+    sandbox: Mutex<ActiveSandbox>,
+    details: SandboxDetails,
+    workspace: Dir,
+    logs: Arc<dyn OutputTee>,
+}
+
+impl SandboxBroker {
+    pub fn new(
+        sandbox: ActiveSandbox,
+        details: SandboxDetails,
+        workspace_root: &std::path::Path,
+        logs: Arc<dyn OutputTee>,
+    ) -> std::io::Result<SandboxBroker> {
+        Ok(SandboxBroker {
+            sandbox: Mutex::new(sandbox),
+            details,
+            workspace: Dir::open_ambient_dir(workspace_root, ambient_authority())?,
+            logs,
+        })
+    }
+
+    pub fn details(&self) -> &SandboxDetails {
+        &self.details
+    }
+
+    /// Runs a command in the sandbox on behalf of a driver.
+    pub async fn exec(&self, request: ExecRequest) -> Result<Execution, Error> {
+        if request.argv.is_empty() {
+            return Err(Error::InvalidSpec(
+                crate::runtime::bindings::types::FieldError {
+                    path: "argv".into(),
+                    message: "the command is empty".into(),
+                },
+            ));
+        }
+        let mut sandbox = self.sandbox.lock().await;
+        let mut execution = sandbox
+            .exec(request)
+            .await
+            .map_err(|e| Error::Failed(e.to_string()))??;
+        execution.set_tee(self.logs.clone());
+        Ok(execution)
+    }
+
+    /// Destroys the sandbox. Called once at cleanup, whatever happened before.
+    pub async fn destroy(&self) -> anyhow::Result<()> {
+        let mut sandbox = self.sandbox.lock().await;
+        sandbox.destroy().await
+    }
+
+    fn ensure_writable(&self) -> Result<(), Error> {
+        if self.details.readonly_workspace {
+            Err(Error::Denied("the workspace is read-only".into()))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn read_file(&self, path: &str) -> Result<Vec<u8>, Error> {
+        let file = self.workspace.open(path).map_err(|e| io_error(path, e))?;
+        let size = file.metadata().map_err(|e| io_error(path, e))?.len();
+        if size > MAX_READ_BYTES {
+            return Err(Error::Failed(format!(
+                "{path} is {size} bytes; the limit is {MAX_READ_BYTES}"
+            )));
+        }
+        self.workspace.read(path).map_err(|e| io_error(path, e))
+    }
+
+    fn write_file(&self, path: &str, contents: &[u8]) -> Result<(), Error> {
+        self.ensure_writable()?;
+        if let Some(parent) = std::path::Path::new(path)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            self.workspace
+                .create_dir_all(parent)
+                .map_err(|e| io_error(path, e))?;
+        }
+        let mut file = self.workspace.create(path).map_err(|e| io_error(path, e))?;
+        file.write_all(contents).map_err(|e| io_error(path, e))
+    }
+
+    fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, Error> {
+        let path = if path.is_empty() { "." } else { path };
+        let mut entries = Vec::new();
+        for entry in self
+            .workspace
+            .read_dir(path)
+            .map_err(|e| io_error(path, e))?
+        {
+            let entry = entry.map_err(|e| io_error(path, e))?;
+            let meta = entry.metadata().map_err(|e| io_error(path, e))?;
+            entries.push(DirEntry {
+                name: entry.file_name().to_string_lossy().into_owned(),
+                is_dir: meta.is_dir(),
+                size: meta.len(),
+            });
+        }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(entries)
+    }
+
+    fn remove_file(&self, path: &str) -> Result<(), Error> {
+        self.ensure_writable()?;
+        self.workspace
+            .remove_file(path)
+            .map_err(|e| io_error(path, e))
+    }
+}
+
+fn io_error(path: &str, error: std::io::Error) -> Error {
+    match error.kind() {
+        std::io::ErrorKind::PermissionDenied => Error::Denied(format!("{path}: {error}")),
+        _ => Error::Failed(format!("{path}: {error}")),
+    }
+}
+
+impl PluginState {
+    fn broker(&self) -> wasmtime::Result<Arc<SandboxBroker>> {
+        self.run.ensure_active()?;
+        self.run.broker().cloned().ok_or_else(|| {
+            wasmtime::Error::msg("the sandbox interface is only available while an agent runs")
+        })
+    }
+}
+
+impl Host for PluginState {
+    async fn details(&mut self) -> wasmtime::Result<SandboxDetails> {
+        Ok(self.broker()?.details().clone())
+    }
+
+    async fn exec(
+        &mut self,
+        request: ExecRequest,
+    ) -> wasmtime::Result<Result<Resource<Execution>, Error>> {
+        let broker = self.broker()?;
+        match broker.exec(request).await {
+            Ok(execution) => Ok(Ok(self.table.push(execution)?)),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    async fn read_file(&mut self, path: String) -> wasmtime::Result<Result<Vec<u8>, Error>> {
+        Ok(self.broker()?.read_file(&path))
+    }
+
+    async fn write_file(
+        &mut self,
+        path: String,
+        contents: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), Error>> {
+        Ok(self.broker()?.write_file(&path, &contents))
+    }
+
+    async fn list_dir(&mut self, path: String) -> wasmtime::Result<Result<Vec<DirEntry>, Error>> {
+        Ok(self.broker()?.list_dir(&path))
+    }
+
+    async fn remove_file(&mut self, path: String) -> wasmtime::Result<Result<(), Error>> {
+        Ok(self.broker()?.remove_file(&path))
+    }
+}

@@ -1,0 +1,75 @@
+//! `agentgate run TASK.yaml`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::progress::Progress;
+use super::{fail, Cli, EXIT_ERROR, EXIT_INVALID};
+use crate::engine::{self, RunError, RunRequest};
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The TaskSpec to run.
+    task: PathBuf,
+    /// The goal prompt, replacing (or supplying) `spec.goal.prompt`.
+    #[arg(long)]
+    prompt: Option<String>,
+    /// Print events as NDJSON on stdout instead of the live display.
+    #[arg(long)]
+    json: bool,
+    /// Pass this host environment variable to the agent driver as a secret (repeatable).
+    #[arg(long = "secret-env", value_name = "NAME")]
+    secret_env: Vec<String>,
+}
+
+pub async fn run(cli: &Cli, args: &RunArgs) -> ExitCode {
+    let spec = match crate::taskspec::parse_file(&args.task) {
+        Ok(spec) => spec,
+        Err(e) => return fail(EXIT_INVALID, format!("{}: {e}", args.task.display())),
+    };
+    let mut secrets = Vec::new();
+    for name in &args.secret_env {
+        match std::env::var(name) {
+            Ok(value) => secrets.push((name.clone(), value)),
+            Err(_) => {
+                return fail(
+                    EXIT_INVALID,
+                    format!("--secret-env {name}: the variable is not set"),
+                )
+            }
+        }
+    }
+    let runtime = match cli.runtime().await {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(EXIT_ERROR, e),
+    };
+    let progress = Progress::new(args.json);
+    let mut request = RunRequest::new(spec, cli.home());
+    request.prompt = args.prompt.clone();
+    request.secrets = secrets;
+    request.observer = Some(progress.observer());
+    request.cancel = Box::pin(interrupted());
+
+    match engine::run(&runtime, request).await {
+        Ok(report) => {
+            progress.finish(&report);
+            ExitCode::from(report.result.status.exit_code())
+        }
+        Err(RunError::Invalid(message)) => fail(EXIT_INVALID, message),
+        Err(RunError::Host(e)) => fail(EXIT_ERROR, format!("{e:#}")),
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn interrupted() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async {
+            match term.as_mut() {
+                Some(term) => { term.recv().await; }
+                None => std::future::pending::<()>().await,
+            }
+        } => {}
+    }
+}

@@ -1,0 +1,17 @@
+//! The run lifecycle: TaskSpec in, result folder out.
+//!
+//! [`run`] resolves the three plugins a TaskSpec names, then prepares the workspace,
+//! creates the sandbox, runs the agent under the run's deadline, collects what changed
+//! and cleans up. Cleanup runs on success, failure, timeout and cancellation. Nothing
+//! falls back to weaker isolation: a sandbox that cannot be created fails the run.
+
+mod changes;
+mod folder;
+mod result;
+mod run;
+mod workspace;
+
+pub use changes::{ChangeKind, FileChange};
+pub use folder::RunFolder;
+pub use result::{RunResult, RunStatus};
+pub use run::{run, RunError, RunReport, RunRequest};

@@ -1,0 +1,678 @@
+//! One run, phase by phase.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use super::changes::{FileChange, Snapshot};
+use super::folder::RunFolder;
+use super::result::{
+    AgentRecord, PluginRecord, RunResult, RunStatus, SandboxInfo, WorkspaceRecord, RESULT_VERSION,
+};
+use super::workspace::{materialize, Workspace};
+use crate::capabilities::events::PhaseStatus;
+use crate::capabilities::{EventSink, RunContext, RunEvent, SandboxBroker};
+use crate::runtime::bindings::agent_driver::exports::agentgate::plugin::driver::{
+    AgentCapabilities, AgentOutcome, AgentTask, McpServer, ToolSetting,
+};
+use crate::runtime::bindings::sandbox::SandboxDetails;
+use crate::runtime::bindings::sandbox_provider::exports::agentgate::plugin::provider::{
+    SandboxRequest, WorkspaceMount,
+};
+use crate::runtime::bindings::types::{EnvVar, Label, Mount, NetworkMode, PluginKind, Resources};
+use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::source::{
+    PreparedWorkspace, WorkspaceRequest,
+};
+use crate::runtime::instance::{PluginOutput, SourceInstance};
+use crate::runtime::{LoadedPlugin, PluginError, Runtime};
+use crate::taskspec::{self, Network, TaskSpec};
+
+type Observer = Box<dyn Fn(&RunEvent) + Send + Sync>;
+
+/// Everything a run needs besides the runtime.
+pub struct RunRequest {
+    pub spec: TaskSpec,
+    /// Replaces (or supplies) `goal.prompt`.
+    pub prompt: Option<String>,
+    /// `AGENTGATE_HOME`: runs are written under `home/runs/`.
+    pub home: PathBuf,
+    /// Host environment variables passed to the agent driver as secrets.
+    pub secrets: Vec<(String, String)>,
+    /// Sees every event as it happens.
+    pub observer: Option<Observer>,
+    /// Resolves when the run should be cancelled.
+    pub cancel: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+impl RunRequest {
+    pub fn new(spec: TaskSpec, home: PathBuf) -> RunRequest {
+        RunRequest {
+            spec,
+            prompt: None,
+            home,
+            secrets: Vec::new(),
+            observer: None,
+            cancel: Box::pin(std::future::pending()),
+        }
+    }
+}
+
+pub struct RunReport {
+    pub result: RunResult,
+    pub folder: PathBuf,
+}
+
+/// Why a run could not start. Once it has started, every outcome is a [`RunResult`].
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Host(#[from] anyhow::Error),
+}
+
+/// The three plugins a TaskSpec resolved to.
+struct Plugins<'a> {
+    source: &'a LoadedPlugin,
+    provider: &'a LoadedPlugin,
+    driver: &'a LoadedPlugin,
+}
+
+/// How the phases ended.
+enum Outcome {
+    Agent(AgentOutcome),
+    Failed { status: RunStatus, message: String },
+}
+
+impl Outcome {
+    fn plugin(error: PluginError) -> Outcome {
+        let status = if error.is_invalid_spec() {
+            RunStatus::Invalid
+        } else {
+            RunStatus::Error
+        };
+        Outcome::Failed {
+            status,
+            message: error.to_string(),
+        }
+    }
+
+    fn host(message: impl Into<String>) -> Outcome {
+        Outcome::Failed {
+            status: RunStatus::Error,
+            message: message.into(),
+        }
+    }
+}
+
+/// Runs a TaskSpec to the end and writes its folder.
+pub async fn run(runtime: &Runtime, mut request: RunRequest) -> Result<RunReport, RunError> {
+    let prompt = request
+        .prompt
+        .clone()
+        .or_else(|| request.spec.spec.goal.as_ref().map(|g| g.prompt.clone()))
+        .filter(|p| !p.trim().is_empty())
+        .ok_or_else(|| {
+            RunError::Invalid(
+                "spec.goal.prompt: missing; add goal.prompt to the TaskSpec or pass --prompt"
+                    .into(),
+            )
+        })?;
+    let plugins = resolve(runtime, &request.spec)?;
+
+    let run_id = uuid::Uuid::now_v7().simple().to_string();
+    let folder = RunFolder::create(&request.home, &run_id).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot create the run folder under {}: {e}",
+            request.home.display()
+        )
+    })?;
+    let events = Arc::new(
+        EventSink::new(&run_id, &folder.events(), request.observer.take())
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", folder.events().display()))?,
+    );
+    let mut run = Run {
+        runtime,
+        spec: &request.spec,
+        plugins,
+        ctx: RunContext::new(run_id, events.clone()),
+        events,
+        folder,
+        started: SystemTime::now(),
+        clock: Instant::now(),
+        phases: BTreeMap::new(),
+        source: None,
+        workspace: None,
+        before: None,
+        broker: None,
+        sandbox: None,
+        sandbox_started: None,
+        workspace_record: None,
+    };
+
+    let limits = request.spec.spec.convergence.as_ref().map(|c| &c.limits);
+    let timeout = limits.and_then(|l| l.max_wall_clock).map_or(
+        request.spec.spec.execution.sandbox.resources.timeout,
+        |wall| wall.min(request.spec.spec.execution.sandbox.resources.timeout),
+    );
+    let deadline = Instant::now() + timeout;
+    let outcome = tokio::select! {
+        outcome = tokio::time::timeout_at(deadline, run.phases(&prompt, &request.secrets, deadline)) => {
+            outcome.unwrap_or_else(|_| Outcome::Failed {
+                status: RunStatus::TimedOut,
+                message: format!("the run exceeded its timeout of {}; everything it started was killed", taskspec::format_duration(timeout)),
+            })
+        }
+        _ = &mut request.cancel => Outcome::Failed {
+            status: RunStatus::Cancelled,
+            message: "the run was cancelled".into(),
+        },
+    };
+    let result = run.finish(outcome).await;
+    Ok(RunReport {
+        folder: run.folder.path().to_path_buf(),
+        result,
+    })
+}
+
+fn resolve<'a>(runtime: &'a Runtime, spec: &TaskSpec) -> Result<Plugins<'a>, RunError> {
+    let execution = &spec.spec.execution;
+    let catalog = runtime.catalog();
+    let pick = |kind, value: &str| {
+        catalog
+            .resolve(kind, value)
+            .map_err(|e| RunError::Invalid(format!("spec.execution.{e}")))
+    };
+    let plugins = Plugins {
+        source: pick(PluginKind::WorkspaceSource, &execution.workspace.source)?,
+        provider: pick(PluginKind::SandboxProvider, &execution.sandbox.provider)?,
+        driver: pick(PluginKind::AgentDriver, &execution.agent.driver)?,
+    };
+    for (section, options, plugin) in [
+        ("workspace", &execution.workspace.options, plugins.source),
+        ("sandbox", &execution.sandbox.options, plugins.provider),
+        ("agent", &execution.agent.options, plugins.driver),
+    ] {
+        check_options(section, options, plugin)?;
+    }
+    Ok(plugins)
+}
+
+/// Validates a section's `options` against the schema its plugin declared.
+fn check_options(
+    section: &str,
+    options: &taskspec::Options,
+    plugin: &LoadedPlugin,
+) -> Result<(), RunError> {
+    let path = format!("spec.execution.{section}.options");
+    let value = serde_json::Value::Object(options.clone());
+    match &plugin.info().options_schema {
+        Some(schema) => taskspec::validate_options(&path, &value, schema)
+            .map_err(|e| RunError::Invalid(e.to_string())),
+        None if options.is_empty() => Ok(()),
+        None => Err(RunError::Invalid(format!(
+            "{path}: plugin {} takes no options; remove the options block",
+            plugin.name()
+        ))),
+    }
+}
+
+struct Run<'a> {
+    runtime: &'a Runtime,
+    spec: &'a TaskSpec,
+    plugins: Plugins<'a>,
+    ctx: Arc<RunContext>,
+    events: Arc<EventSink>,
+    folder: RunFolder,
+    started: SystemTime,
+    clock: Instant,
+    phases: BTreeMap<String, u64>,
+    source: Option<(SourceInstance, PreparedWorkspace)>,
+    workspace: Option<Workspace>,
+    before: Option<Snapshot>,
+    broker: Option<Arc<SandboxBroker>>,
+    sandbox: Option<SandboxInfo>,
+    sandbox_started: Option<Instant>,
+    workspace_record: Option<WorkspaceRecord>,
+}
+
+impl Run<'_> {
+    fn begin(&self, phase: &str) -> Instant {
+        self.events.phase(phase, PhaseStatus::Started, None);
+        Instant::now()
+    }
+
+    fn end(&mut self, phase: &str, since: Instant, failure: Option<&Outcome>) {
+        self.phases
+            .insert(phase.to_string(), since.elapsed().as_millis() as u64);
+        let (status, message) = match failure {
+            Some(Outcome::Failed { message, .. }) => (PhaseStatus::Failed, Some(message.clone())),
+            _ => (PhaseStatus::Finished, None),
+        };
+        self.events.phase(phase, status, message);
+    }
+
+    /// Workspace, sandbox, agent. Dropped at the deadline or on cancel; whatever it
+    /// set up is recorded on `self` for `finish` to tear down.
+    async fn phases(
+        &mut self,
+        prompt: &str,
+        secrets: &[(String, String)],
+        deadline: Instant,
+    ) -> Outcome {
+        let since = self.begin("workspace");
+        let result = self.prepare_workspace(deadline).await;
+        self.end("workspace", since, result.as_ref().err());
+        if let Err(failure) = result {
+            return failure;
+        }
+
+        let since = self.begin("sandbox");
+        let result = self.create_sandbox(deadline).await;
+        self.end("sandbox", since, result.as_ref().err());
+        if let Err(failure) = result {
+            return failure;
+        }
+
+        let since = self.begin("agent");
+        let outcome = self.run_agent(prompt, secrets, deadline).await;
+        let failure = matches!(outcome, Outcome::Failed { .. }).then_some(&outcome);
+        self.end("agent", since, failure);
+        outcome
+    }
+
+    async fn prepare_workspace(&mut self, deadline: Instant) -> Result<(), Outcome> {
+        let mut source = self
+            .runtime
+            .workspace_source(self.plugins.source, self.ctx.clone())
+            .await
+            .map_err(Outcome::plugin)?;
+        let scratch = self
+            .folder
+            .scratch("workspace")
+            .map_err(|e| Outcome::host(format!("creating the scratch workspace: {e}")))?;
+        let request = WorkspaceRequest {
+            run_id: self.ctx.run_id.clone(),
+            section: self
+                .spec
+                .spec
+                .execution
+                .workspace
+                .section_json()
+                .to_string(),
+            scratch_dir: scratch.display().to_string(),
+        };
+        let prepared = source
+            .prepare(&request, deadline)
+            .await
+            .map_err(Outcome::plugin)?;
+        let workspace = materialize(&prepared).map_err(|e| Outcome::host(e.to_string()))?;
+        self.events
+            .host_log("info", format!("workspace: {}", prepared.description));
+        self.workspace_record = Some(WorkspaceRecord {
+            source: self.spec.spec.execution.workspace.source.clone(),
+            root: workspace.root.display().to_string(),
+            readonly: workspace.readonly,
+            description: prepared.description.clone(),
+        });
+        self.before = Some(
+            Snapshot::take(&workspace.root)
+                .map_err(|e| Outcome::host(format!("reading the workspace: {e}")))?,
+        );
+        self.workspace = Some(workspace);
+        self.source = Some((source, prepared));
+        Ok(())
+    }
+
+    async fn create_sandbox(&mut self, deadline: Instant) -> Result<(), Outcome> {
+        let workspace = self.workspace.clone().expect("prepared before the sandbox");
+        let spec = &self.spec.spec.execution.sandbox;
+        let provider = self
+            .runtime
+            .sandbox_provider(self.plugins.provider, self.ctx.clone())
+            .await
+            .map_err(Outcome::plugin)?;
+        let state_dir = self
+            .folder
+            .scratch("sandbox")
+            .map_err(|e| Outcome::host(format!("creating the sandbox state dir: {e}")))?;
+        let request = SandboxRequest {
+            run_id: self.ctx.run_id.clone(),
+            provider: spec.provider.clone(),
+            image: spec.image.clone(),
+            resources: Resources {
+                cpu_millicores: spec.resources.cpu_millicores,
+                memory_bytes: spec.resources.memory_bytes,
+                disk_bytes: spec.resources.disk_bytes,
+                pids: None,
+                timeout_ms: Some(
+                    deadline
+                        .saturating_duration_since(Instant::now())
+                        .as_millis() as u64,
+                ),
+            },
+            network: network_mode(spec.network),
+            workspace: WorkspaceMount {
+                host_path: workspace.root.display().to_string(),
+                readonly: workspace.readonly,
+            },
+            state_dir: state_dir.display().to_string(),
+            workdir: spec.workdir.clone(),
+            mounts: spec
+                .mounts
+                .iter()
+                .map(|m| Mount {
+                    source: m.source.clone(),
+                    target: m.target.clone(),
+                    readonly: m.readonly,
+                })
+                .collect(),
+            env: env_vars(&spec.environment),
+            labels: vec![
+                label("io.agentgate.run-id", &self.ctx.run_id),
+                label("io.agentgate.owner", &format!("pid:{}", std::process::id())),
+                label(
+                    "io.agentgate.created",
+                    &humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+                ),
+            ],
+            options: serde_json::Value::Object(spec.options.clone()).to_string(),
+        };
+        self.sandbox_started = Some(Instant::now());
+        let mut sandbox = match provider.create(&request, deadline).await {
+            Ok(sandbox) => sandbox,
+            Err((provider, error)) => {
+                self.folder
+                    .append_plugin_log(self.plugins.provider.name(), &provider.plugin_stdio());
+                return Err(Outcome::plugin(error));
+            }
+        };
+        let summary = match sandbox.summary(deadline).await {
+            Ok(summary) => summary,
+            Err(error) => {
+                let _ = sandbox.destroy().await;
+                return Err(Outcome::plugin(error));
+            }
+        };
+        self.sandbox = Some(SandboxInfo {
+            provider: spec.provider.clone(),
+            container_id: None,
+            id: summary.id.clone(),
+            isolation: summary.isolation.clone(),
+            resource_usage: None,
+            duration_ms: 0,
+        });
+        self.events.host_log(
+            "info",
+            format!(
+                "sandbox {} ({}): {}",
+                spec.provider, summary.id, summary.isolation
+            ),
+        );
+        let details = SandboxDetails {
+            provider: spec.provider.clone(),
+            id: summary.id,
+            workdir: summary.workdir,
+            network: network_mode(spec.network),
+            readonly_workspace: workspace.readonly,
+        };
+        let logs = self
+            .folder
+            .output_logs()
+            .map_err(|e| Outcome::host(format!("creating the output logs: {e}")))?;
+        let broker = match SandboxBroker::new(sandbox, details, &workspace.root, Arc::new(logs)) {
+            Ok(broker) => Arc::new(broker),
+            Err(e) => {
+                return Err(Outcome::host(format!(
+                    "opening the workspace {}: {e}",
+                    workspace.root.display()
+                )))
+            }
+        };
+        self.ctx.set_broker(broker.clone());
+        self.broker = Some(broker);
+        Ok(())
+    }
+
+    async fn run_agent(
+        &mut self,
+        prompt: &str,
+        secrets: &[(String, String)],
+        deadline: Instant,
+    ) -> Outcome {
+        let mut driver = match self
+            .runtime
+            .agent_driver(self.plugins.driver, self.ctx.clone())
+            .await
+        {
+            Ok(driver) => driver,
+            Err(e) => return Outcome::plugin(e),
+        };
+        let task = agent_task(self.spec, &self.ctx.run_id, prompt, secrets, deadline);
+        let result = driver.run(&task, deadline).await;
+        self.folder
+            .append_plugin_log(self.plugins.driver.name(), &driver.plugin_stdio());
+        match result {
+            Ok(outcome) => Outcome::Agent(outcome),
+            Err(e) => Outcome::plugin(e),
+        }
+    }
+
+    /// Tears everything down, collects changes and writes `result.json`.
+    async fn finish(&mut self, outcome: Outcome) -> RunResult {
+        let since = self.begin("cleanup");
+        let mut cleanup_errors = Vec::new();
+        if let Some(broker) = self.broker.take() {
+            if let Err(e) = broker.destroy().await {
+                cleanup_errors.push(format!("destroying the sandbox: {e}"));
+            }
+        }
+        if let (Some(info), Some(started)) = (self.sandbox.as_mut(), self.sandbox_started) {
+            info.duration_ms = started.elapsed().as_millis() as u64;
+        }
+        let modified_files = self.collect_changes();
+        if let Some((mut source, prepared)) = self.source.take() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            if let Err(e) = source.release(&prepared, deadline).await {
+                cleanup_errors.push(e.to_string());
+            }
+            self.folder
+                .append_plugin_log(self.plugins.source.name(), &source.plugin_stdio());
+        }
+        if let Some(workspace) = self.workspace.as_ref().filter(|w| w.remove_at_cleanup) {
+            if let Err(e) = std::fs::remove_dir_all(&workspace.root) {
+                cleanup_errors.push(format!(
+                    "removing the temporary workspace {}: {e}",
+                    workspace.root.display()
+                ));
+            }
+        }
+        for error in &cleanup_errors {
+            self.events.host_log("error", format!("cleanup: {error}"));
+        }
+        self.end("cleanup", since, None);
+
+        let result = self.result(outcome, modified_files, cleanup_errors);
+        let json = serde_json::to_string_pretty(&result).expect("results serialize");
+        if let Err(e) = std::fs::write(self.folder.result(), json + "\n") {
+            self.events
+                .host_log("error", format!("writing result.json: {e}"));
+        }
+        result
+    }
+
+    fn collect_changes(&mut self) -> Vec<FileChange> {
+        let (Some(before), Some(workspace)) = (self.before.as_ref(), self.workspace.as_ref())
+        else {
+            return Vec::new();
+        };
+        match Snapshot::take(&workspace.root) {
+            Ok(after) => before.changes(&after),
+            Err(e) => {
+                self.events
+                    .host_log("error", format!("reading the workspace after the run: {e}"));
+                Vec::new()
+            }
+        }
+    }
+
+    fn result(
+        &self,
+        outcome: Outcome,
+        modified_files: Vec<FileChange>,
+        cleanup_errors: Vec<String>,
+    ) -> RunResult {
+        let (status, exit_code, mut error, agent) = match outcome {
+            Outcome::Agent(outcome) => {
+                let status = if outcome.success {
+                    RunStatus::Succeeded
+                } else {
+                    RunStatus::Failed
+                };
+                let error = (!outcome.success)
+                    .then(|| format!("the agent failed (exit code {})", outcome.exit_code));
+                let agent = AgentRecord {
+                    driver: self.spec.spec.execution.agent.driver.clone(),
+                    success: outcome.success,
+                    session_id: outcome.session_id,
+                    turns: outcome.turns,
+                    usage: outcome.usage.map(|u| {
+                        serde_json::json!({
+                            "inputTokens": u.input_tokens,
+                            "outputTokens": u.output_tokens,
+                            "cacheReadTokens": u.cache_read_tokens,
+                            "cacheWriteTokens": u.cache_write_tokens,
+                            "costUsd": u.cost_usd,
+                        })
+                    }),
+                    summary: outcome.summary,
+                };
+                (status, Some(outcome.exit_code), error, Some(agent))
+            }
+            Outcome::Failed { status, message } => (status, None, Some(message), None),
+        };
+        if !cleanup_errors.is_empty() {
+            let joined = cleanup_errors.join("; ");
+            error = Some(match error {
+                Some(e) => format!("{e}; cleanup: {joined}"),
+                None => format!("cleanup: {joined}"),
+            });
+        }
+        let plugin_record = |plugin: &LoadedPlugin| PluginRecord {
+            name: plugin.name().to_string(),
+            version: plugin.info().version.clone(),
+            digest: plugin.digest().to_string(),
+            origin: plugin.origin().to_string(),
+        };
+        RunResult {
+            version: RESULT_VERSION,
+            run_id: self.ctx.run_id.clone(),
+            name: self.spec.metadata.name.clone(),
+            status,
+            exit_code,
+            error,
+            started_at: humantime::format_rfc3339_millis(self.started).to_string(),
+            finished_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            duration_ms: self.clock.elapsed().as_millis() as u64,
+            phases: self.phases.clone(),
+            plugins: BTreeMap::from([
+                ("workspace".to_string(), plugin_record(self.plugins.source)),
+                ("sandbox".to_string(), plugin_record(self.plugins.provider)),
+                ("agent".to_string(), plugin_record(self.plugins.driver)),
+            ]),
+            workspace: self.workspace_record.clone(),
+            sandbox: self.sandbox.clone(),
+            agent,
+            modified_files,
+        }
+    }
+}
+
+fn agent_task(
+    spec: &TaskSpec,
+    run_id: &str,
+    prompt: &str,
+    secrets: &[(String, String)],
+    deadline: Instant,
+) -> AgentTask {
+    let agent = &spec.spec.execution.agent;
+    let limits = spec.spec.convergence.as_ref().map(|c| &c.limits);
+    let json = |map: &taskspec::Options| serde_json::Value::Object(map.clone()).to_string();
+    AgentTask {
+        run_id: run_id.to_string(),
+        driver: agent.driver.clone(),
+        prompt: prompt.to_string(),
+        context: spec.spec.goal.as_ref().and_then(|g| g.context.clone()),
+        system_prompt: agent.system_prompt.clone(),
+        model: agent.model.clone(),
+        max_tokens: agent.max_tokens,
+        temperature: agent.temperature,
+        tools: agent
+            .tools
+            .iter()
+            .map(|t| ToolSetting {
+                name: t.name.clone(),
+                enabled: t.enabled,
+                config: json(&t.config),
+            })
+            .collect(),
+        capabilities: AgentCapabilities {
+            file_system: agent.capabilities.file_system.unwrap_or(true),
+            network: agent.capabilities.network.unwrap_or(true),
+            shell: agent.capabilities.shell.unwrap_or(true),
+            browser: agent.capabilities.browser.unwrap_or(false),
+        },
+        mcp_servers: agent
+            .mcp_servers
+            .iter()
+            .map(|(name, server)| McpServer {
+                name: name.clone(),
+                command: server.command.clone(),
+                args: server.args.clone(),
+                env: env_vars(&server.env),
+            })
+            .collect(),
+        max_iterations: limits.and_then(|l| l.max_iterations),
+        max_cost_usd: limits.and_then(|l| l.max_cost_usd),
+        timeout_ms: deadline
+            .saturating_duration_since(Instant::now())
+            .as_millis() as u64,
+        secrets: secrets
+            .iter()
+            .map(|(name, value)| EnvVar {
+                name: name.clone(),
+                value: value.clone(),
+            })
+            .collect(),
+        options: json(&agent.options),
+    }
+}
+
+fn env_vars(map: &BTreeMap<String, String>) -> Vec<EnvVar> {
+    map.iter()
+        .map(|(name, value)| EnvVar {
+            name: name.clone(),
+            value: value.clone(),
+        })
+        .collect()
+}
+
+fn label(key: &str, value: &str) -> Label {
+    Label {
+        key: key.to_string(),
+        value: value.to_string(),
+    }
+}
+
+fn network_mode(network: Network) -> NetworkMode {
+    match network {
+        Network::None => NetworkMode::None,
+        Network::Bridge => NetworkMode::Bridge,
+        Network::Host => NetworkMode::Host,
+    }
+}

@@ -1,0 +1,165 @@
+//! The host's half of preparing a workspace: check or create the root the source
+//! plugin chose, and write its scaffold files.
+//!
+//! Scaffold files are written through a `cap_std` handle on the root, so a plugin
+//! cannot name a path outside it.
+
+use std::path::{Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, Permissions, PermissionsExt};
+
+use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::source::{
+    Lifetime, PreparedWorkspace, RootKind,
+};
+
+/// A workspace ready for a sandbox.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    /// Canonical absolute path.
+    pub root: PathBuf,
+    pub readonly: bool,
+    /// The host created the root and removes it at cleanup.
+    pub remove_at_cleanup: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("workspace root {0:?} is not an absolute path")]
+    NotAbsolute(String),
+    #[error("workspace {path} does not exist or is not a directory; check workspace.path")]
+    Missing { path: String },
+    #[error("workspace destination {path} already exists and is not empty; choose a new destPath or empty it")]
+    NotEmpty { path: String },
+    #[error("writing the workspace at {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("scaffold file {file:?}: {source}")]
+    Scaffold {
+        file: String,
+        source: std::io::Error,
+    },
+}
+
+pub fn materialize(prepared: &PreparedWorkspace) -> Result<Workspace, WorkspaceError> {
+    let root = Path::new(&prepared.root);
+    if !root.is_absolute() {
+        return Err(WorkspaceError::NotAbsolute(prepared.root.clone()));
+    }
+    let io = |source| WorkspaceError::Io {
+        path: prepared.root.clone(),
+        source,
+    };
+    let created = match prepared.root_kind {
+        RootKind::Existing => {
+            if !root.is_dir() {
+                return Err(WorkspaceError::Missing {
+                    path: prepared.root.clone(),
+                });
+            }
+            false
+        }
+        RootKind::Create => {
+            if root.exists() {
+                let empty = root.is_dir() && std::fs::read_dir(root).map_err(io)?.next().is_none();
+                if !empty {
+                    return Err(WorkspaceError::NotEmpty {
+                        path: prepared.root.clone(),
+                    });
+                }
+            }
+            std::fs::create_dir_all(root).map_err(io)?;
+            true
+        }
+    };
+    let root = root.canonicalize().map_err(io)?;
+    if !prepared.scaffold.is_empty() {
+        let dir = Dir::open_ambient_dir(&root, ambient_authority()).map_err(io)?;
+        for file in &prepared.scaffold {
+            write_scaffold_file(&dir, &file.path, &file.contents, file.executable).map_err(
+                |source| WorkspaceError::Scaffold {
+                    file: file.path.clone(),
+                    source,
+                },
+            )?;
+        }
+    }
+    Ok(Workspace {
+        root,
+        readonly: prepared.readonly,
+        remove_at_cleanup: created && prepared.lifetime == Lifetime::Temporary,
+    })
+}
+
+fn write_scaffold_file(
+    dir: &Dir,
+    path: &str,
+    contents: &[u8],
+    executable: bool,
+) -> std::io::Result<()> {
+    if let Some(parent) = Path::new(path)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        dir.create_dir_all(parent)?;
+    }
+    dir.write(path, contents)?;
+    if executable {
+        dir.set_permissions(path, Permissions::from_mode(0o755))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::source::ScaffoldFile;
+
+    fn prepared(root: &Path, kind: RootKind, scaffold: Vec<ScaffoldFile>) -> PreparedWorkspace {
+        PreparedWorkspace {
+            root: root.display().to_string(),
+            root_kind: kind,
+            readonly: false,
+            lifetime: Lifetime::Temporary,
+            scaffold,
+            description: String::new(),
+        }
+    }
+
+    #[test]
+    fn creates_root_and_confines_scaffold() {
+        let base = std::env::temp_dir().join(format!("ag-ws-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let root = base.join("new");
+        let file = |path: &str| ScaffoldFile {
+            path: path.into(),
+            contents: b"x".to_vec(),
+            executable: true,
+        };
+        let ws = materialize(&prepared(&root, RootKind::Create, vec![file("a/b.sh")])).unwrap();
+        assert!(ws.remove_at_cleanup);
+        assert!(root.join("a/b.sh").is_file());
+
+        // The root is no longer empty: creating it again is refused.
+        let err = materialize(&prepared(&root, RootKind::Create, vec![])).unwrap_err();
+        assert!(err.to_string().contains("not empty"), "{err}");
+
+        // A scaffold path that escapes the root is refused by cap-std.
+        let other = base.join("other");
+        let err = materialize(&prepared(
+            &other,
+            RootKind::Create,
+            vec![file("../escape.txt")],
+        ))
+        .unwrap_err();
+        assert!(err.to_string().contains("../escape.txt"), "{err}");
+        assert!(!base.join("escape.txt").exists());
+
+        let err =
+            materialize(&prepared(&base.join("missing"), RootKind::Existing, vec![])).unwrap_err();
+        assert!(err.to_string().contains("does not exist"), "{err}");
+        std::fs::remove_dir_all(base).unwrap();
+    }
+}

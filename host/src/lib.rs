@@ -1,0 +1,13 @@
+//! agentgate: an execution host that runs AI coding agents on tasks, safely.
+//!
+//! A task is a TaskSpec ([`taskspec`]). The host prepares a workspace, creates a
+//! sandbox, runs an agent driver in it and collects what happened ([`engine`]). Every
+//! workspace source, sandbox provider and agent driver is a WebAssembly component
+//! ([`runtime`]) that reaches the machine only through the host interfaces it was
+//! granted ([`capabilities`]).
+
+pub mod capabilities;
+pub mod cli;
+pub mod engine;
+pub mod runtime;
+pub mod taskspec;

@@ -1,0 +1,77 @@
+//! Host-side bindings for the WIT contract `agentgate:plugin@0.1.0`.
+//!
+//! The `host` world generates every host interface once; the three plugin worlds reuse
+//! those types through `with`, so a value (an `execution`, an `error`) means the same
+//! Rust type whichever world it crosses.
+
+mod generated {
+    wasmtime::component::bindgen!({
+        world: "host",
+        path: "../wit",
+        imports: { default: async | trappable },
+        with: {
+            "agentgate:plugin/execution.execution": crate::capabilities::execution::Execution,
+        },
+    });
+}
+
+pub use generated::agentgate::plugin::{
+    docker, events, execution, git, github, process, sandbox, types,
+};
+
+/// Adds every host interface to `linker`. Whether a plugin may use one is decided at
+/// load time from its imports (see `runtime::grants`).
+pub fn add_host_interfaces(
+    linker: &mut wasmtime::component::Linker<crate::runtime::PluginState>,
+) -> wasmtime::Result<()> {
+    generated::Host_::add_to_linker::<_, wasmtime::component::HasSelf<_>>(linker, |s| s)
+}
+
+/// The `workspace-source` world.
+pub mod workspace_source {
+    wasmtime::component::bindgen!({
+        world: "workspace-source",
+        path: "../wit",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: {
+            "agentgate:plugin/types": super::types,
+            "agentgate:plugin/events": super::events,
+            "agentgate:plugin/git": super::git,
+            "agentgate:plugin/github": super::github,
+        },
+    });
+}
+
+/// The `sandbox-provider` world.
+pub mod sandbox_provider {
+    wasmtime::component::bindgen!({
+        world: "sandbox-provider",
+        path: "../wit",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: {
+            "agentgate:plugin/types": super::types,
+            "agentgate:plugin/execution": super::execution,
+            "agentgate:plugin/events": super::events,
+            "agentgate:plugin/process": super::process,
+            "agentgate:plugin/docker": super::docker,
+        },
+    });
+}
+
+/// The `agent-driver` world.
+pub mod agent_driver {
+    wasmtime::component::bindgen!({
+        world: "agent-driver",
+        path: "../wit",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: {
+            "agentgate:plugin/types": super::types,
+            "agentgate:plugin/execution": super::execution,
+            "agentgate:plugin/events": super::events,
+            "agentgate:plugin/sandbox": super::sandbox,
+        },
+    });
+}

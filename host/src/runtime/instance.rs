@@ -1,0 +1,409 @@
+//! Instantiated plugins, one store each, and the guarded calls into them.
+//!
+//! Every call into a plugin goes through [`guard`]: it runs under a wall-clock
+//! deadline that also covers awaited host calls (the future is dropped at the
+//! deadline, which kills whatever the call started), and a trap becomes a
+//! [`PluginError`] naming the plugin, never a host failure.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use wasmtime::component::ResourceAny;
+use wasmtime::Store;
+
+use super::bindings::agent_driver::exports::agentgate::plugin::driver::{AgentOutcome, AgentTask};
+use super::bindings::agent_driver::AgentDriver;
+use super::bindings::sandbox_provider::exports::agentgate::plugin::provider::{
+    SandboxRequest, SandboxSummary,
+};
+use super::bindings::sandbox_provider::SandboxProvider;
+use super::bindings::types::{Error, ExecRequest, PluginInfo};
+use super::bindings::workspace_source::exports::agentgate::plugin::source::{
+    PreparedWorkspace, WorkspaceRequest,
+};
+use super::bindings::workspace_source::WorkspaceSource;
+use super::{LoadedPlugin, PluginState, Runtime};
+use crate::capabilities::execution::Execution;
+use crate::capabilities::RunContext;
+
+/// A plugin call that did not produce a result.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    #[error("plugin {plugin}: {call} failed: {}", error_text(.error))]
+    Reported {
+        plugin: String,
+        call: &'static str,
+        error: Error,
+    },
+    #[error("plugin {plugin} trapped in {call}: {trap}")]
+    Trapped {
+        plugin: String,
+        call: &'static str,
+        trap: String,
+    },
+    #[error("plugin {plugin} did not finish {call} within {}", humantime::format_duration(*.limit))]
+    Deadline {
+        plugin: String,
+        call: &'static str,
+        limit: Duration,
+    },
+}
+
+impl PluginError {
+    /// The plugin reported that the TaskSpec is wrong.
+    pub fn is_invalid_spec(&self) -> bool {
+        matches!(
+            self,
+            PluginError::Reported {
+                error: Error::InvalidSpec(_),
+                ..
+            }
+        )
+    }
+}
+
+/// A readable sentence for a contract error.
+pub fn error_text(error: &Error) -> String {
+    match error {
+        Error::InvalidSpec(e) if e.path.is_empty() => format!("invalid spec: {}", e.message),
+        Error::InvalidSpec(e) => format!("invalid {}: {}", e.path, e.message),
+        Error::Unavailable(m) => format!("unavailable: {m}"),
+        Error::Denied(m) => format!("denied: {m}"),
+        Error::Failed(m) => m.clone(),
+        Error::TimedOut(m) => format!("timed out: {m}"),
+    }
+}
+
+/// Runs one call into `plugin` under `deadline`.
+async fn guard<T>(
+    plugin: &str,
+    call: &'static str,
+    deadline: Instant,
+    fut: impl Future<Output = wasmtime::Result<T>>,
+) -> Result<T, PluginError> {
+    let limit = deadline.saturating_duration_since(Instant::now());
+    match tokio::time::timeout_at(deadline, fut).await {
+        Err(_) => Err(PluginError::Deadline {
+            plugin: plugin.to_string(),
+            call,
+            limit,
+        }),
+        Ok(Err(trap)) => Err(PluginError::Trapped {
+            plugin: plugin.to_string(),
+            call,
+            trap: trap_text(&trap),
+        }),
+        Ok(Ok(value)) => Ok(value),
+    }
+}
+
+/// The trap's causes on one line, without a backtrace.
+fn trap_text(trap: &wasmtime::Error) -> String {
+    let mut parts: Vec<String> = trap.chain().map(|c| c.to_string()).collect();
+    parts.dedup();
+    parts
+        .join(": ")
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn reported<T>(
+    plugin: &str,
+    call: &'static str,
+    result: Result<T, Error>,
+) -> Result<T, PluginError> {
+    result.map_err(|error| PluginError::Reported {
+        plugin: plugin.to_string(),
+        call,
+        error,
+    })
+}
+
+impl Runtime {
+    fn new_store(&self, plugin: &LoadedPlugin, run: Arc<RunContext>) -> Store<PluginState> {
+        let state = PluginState::new(plugin.name().into(), run, &self.limits);
+        let mut store = Store::new(self.engine(), state);
+        self.limits.apply(&mut store);
+        store
+    }
+
+    fn short_deadline(&self) -> Instant {
+        Instant::now() + self.limits.short_call
+    }
+
+    pub async fn workspace_source(
+        &self,
+        plugin: &LoadedPlugin,
+        run: Arc<RunContext>,
+    ) -> Result<SourceInstance, PluginError> {
+        let mut store = self.new_store(plugin, run);
+        let bindings = guard(
+            plugin.name(),
+            "instantiate",
+            self.short_deadline(),
+            WorkspaceSource::instantiate_async(&mut store, plugin.component(), self.linker()),
+        )
+        .await?;
+        Ok(SourceInstance { store, bindings })
+    }
+
+    pub async fn sandbox_provider(
+        &self,
+        plugin: &LoadedPlugin,
+        run: Arc<RunContext>,
+    ) -> Result<ProviderInstance, PluginError> {
+        let mut store = self.new_store(plugin, run);
+        let bindings = guard(
+            plugin.name(),
+            "instantiate",
+            self.short_deadline(),
+            SandboxProvider::instantiate_async(&mut store, plugin.component(), self.linker()),
+        )
+        .await?;
+        Ok(ProviderInstance { store, bindings })
+    }
+
+    pub async fn agent_driver(
+        &self,
+        plugin: &LoadedPlugin,
+        run: Arc<RunContext>,
+    ) -> Result<DriverInstance, PluginError> {
+        let mut store = self.new_store(plugin, run);
+        let bindings = guard(
+            plugin.name(),
+            "instantiate",
+            self.short_deadline(),
+            AgentDriver::instantiate_async(&mut store, plugin.component(), self.linker()),
+        )
+        .await?;
+        Ok(DriverInstance { store, bindings })
+    }
+
+    /// Instantiates `component` in a store where host interfaces trap, and asks it
+    /// what it is.
+    pub(crate) async fn describe(
+        engine: &wasmtime::Engine,
+        linker: &wasmtime::component::Linker<PluginState>,
+        limits: &super::PluginLimits,
+        component: &wasmtime::component::Component,
+        kind: super::bindings::types::PluginKind,
+        label: &str,
+    ) -> Result<PluginInfo, PluginError> {
+        use super::bindings::types::PluginKind;
+        let state = PluginState::new(label.into(), RunContext::describe_only(), limits);
+        let mut store = Store::new(engine, state);
+        limits.apply(&mut store);
+        let deadline = Instant::now() + limits.short_call;
+        let store = &mut store;
+        guard(label, "describe", deadline, async move {
+            match kind {
+                PluginKind::WorkspaceSource => {
+                    WorkspaceSource::instantiate_async(&mut *store, component, linker)
+                        .await?
+                        .call_describe(&mut *store)
+                        .await
+                }
+                PluginKind::SandboxProvider => {
+                    SandboxProvider::instantiate_async(&mut *store, component, linker)
+                        .await?
+                        .call_describe(&mut *store)
+                        .await
+                }
+                PluginKind::AgentDriver => {
+                    AgentDriver::instantiate_async(&mut *store, component, linker)
+                        .await?
+                        .call_describe(&mut *store)
+                        .await
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// What a plugin printed on its own stdout/stderr during the run.
+pub trait PluginOutput {
+    fn plugin_stdio(&self) -> Vec<u8>;
+}
+
+macro_rules! instance {
+    ($name:ident, $bindings:ty) => {
+        pub struct $name {
+            store: Store<PluginState>,
+            bindings: $bindings,
+        }
+
+        impl $name {
+            fn plugin(&self) -> Arc<str> {
+                self.store.data().plugin.clone()
+            }
+        }
+
+        impl PluginOutput for $name {
+            fn plugin_stdio(&self) -> Vec<u8> {
+                self.store.data().stdio()
+            }
+        }
+    };
+}
+
+instance!(SourceInstance, WorkspaceSource);
+instance!(ProviderInstance, SandboxProvider);
+instance!(DriverInstance, AgentDriver);
+
+impl SourceInstance {
+    pub async fn prepare(
+        &mut self,
+        request: &WorkspaceRequest,
+        deadline: Instant,
+    ) -> Result<PreparedWorkspace, PluginError> {
+        let plugin = self.plugin();
+        let call = self
+            .bindings
+            .agentgate_plugin_source()
+            .call_prepare(&mut self.store, request);
+        reported(
+            &plugin,
+            "prepare",
+            guard(&plugin, "prepare", deadline, call).await?,
+        )
+    }
+
+    pub async fn release(
+        &mut self,
+        workspace: &PreparedWorkspace,
+        deadline: Instant,
+    ) -> Result<(), PluginError> {
+        let plugin = self.plugin();
+        let call = self
+            .bindings
+            .agentgate_plugin_source()
+            .call_release(&mut self.store, workspace);
+        reported(
+            &plugin,
+            "release",
+            guard(&plugin, "release", deadline, call).await?,
+        )
+    }
+}
+
+impl ProviderInstance {
+    /// Creates the run's sandbox.
+    pub async fn create(
+        mut self,
+        request: &SandboxRequest,
+        deadline: Instant,
+    ) -> Result<ActiveSandbox, (Self, PluginError)> {
+        let plugin = self.plugin();
+        let call = self
+            .bindings
+            .agentgate_plugin_provider()
+            .call_create(&mut self.store, request);
+        let result = guard(&plugin, "create", deadline, call).await;
+        match result.and_then(|r| reported(&plugin, "create", r)) {
+            Ok(handle) => Ok(ActiveSandbox {
+                instance: self,
+                handle: Some(handle),
+            }),
+            Err(e) => Err((self, e)),
+        }
+    }
+}
+
+/// A sandbox a provider created, with the provider's store that owns it.
+pub struct ActiveSandbox {
+    instance: ProviderInstance,
+    handle: Option<ResourceAny>,
+}
+
+impl ActiveSandbox {
+    fn handle(&self) -> anyhow::Result<ResourceAny> {
+        self.handle
+            .ok_or_else(|| anyhow::anyhow!("the sandbox was already destroyed"))
+    }
+
+    pub async fn summary(&mut self, deadline: Instant) -> Result<SandboxSummary, PluginError> {
+        let plugin = self.instance.plugin();
+        let handle = self.handle().map_err(|e| PluginError::Trapped {
+            plugin: plugin.to_string(),
+            call: "summary",
+            trap: e.to_string(),
+        })?;
+        let guest = self.instance.bindings.agentgate_plugin_provider().sandbox();
+        let call = guest.call_summary(&mut self.instance.store, handle);
+        guard(&plugin, "summary", deadline, call).await
+    }
+
+    /// Runs a command; the execution is moved out of the provider's store.
+    pub async fn exec(
+        &mut self,
+        request: ExecRequest,
+    ) -> Result<Result<Execution, Error>, PluginError> {
+        let plugin = self.instance.plugin();
+        let Some(handle) = self.handle else {
+            return Ok(Err(Error::Failed("the sandbox was destroyed".into())));
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let guest = self.instance.bindings.agentgate_plugin_provider().sandbox();
+        let call = guest.call_exec(&mut self.instance.store, handle, &request);
+        match guard(&plugin, "exec", deadline, call).await? {
+            Ok(resource) => {
+                let execution = self
+                    .instance
+                    .store
+                    .data_mut()
+                    .table
+                    .delete(resource)
+                    .map_err(|e| PluginError::Trapped {
+                        plugin: plugin.to_string(),
+                        call: "exec",
+                        trap: format!("returned an execution it does not own: {e}"),
+                    })?;
+                Ok(Ok(execution))
+            }
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    /// Destroys the sandbox and kills everything the provider started. Idempotent.
+    pub async fn destroy(&mut self) -> anyhow::Result<()> {
+        let Some(handle) = self.handle.take() else {
+            return Ok(());
+        };
+        let plugin = self.instance.plugin();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let guest = self.instance.bindings.agentgate_plugin_provider().sandbox();
+        let call = guest.call_destroy(&mut self.instance.store, handle);
+        let result = guard(&plugin, "destroy", deadline, call)
+            .await
+            .map(|r| reported(&plugin, "destroy", r));
+        let _ = handle.resource_drop_async(&mut self.instance.store).await;
+        // Whatever the plugin did, nothing it started outlives the sandbox.
+        self.instance.store.data().processes.kill_all();
+        result??;
+        Ok(())
+    }
+
+    pub fn plugin_stdio(&self) -> Vec<u8> {
+        self.instance.plugin_stdio()
+    }
+}
+
+impl DriverInstance {
+    pub async fn run(
+        &mut self,
+        task: &AgentTask,
+        deadline: Instant,
+    ) -> Result<AgentOutcome, PluginError> {
+        let plugin = self.plugin();
+        let call = self
+            .bindings
+            .agentgate_plugin_driver()
+            .call_run(&mut self.store, task);
+        reported(&plugin, "run", guard(&plugin, "run", deadline, call).await?)
+    }
+}

@@ -1,0 +1,72 @@
+//! Per-store limits: linear memory, guest CPU time between host calls, and table sizes.
+//!
+//! The wall-clock deadline of a call is applied where the call is made
+//! (`runtime::instance`), because it also has to cover time spent awaiting host calls.
+
+use std::time::{Duration, Instant};
+
+use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+
+use super::PluginState;
+
+#[derive(Debug, Clone)]
+pub struct PluginLimits {
+    /// Linear memory a plugin may grow to, across all its memories.
+    pub memory_bytes: usize,
+    /// Longest stretch a plugin may compute without returning to the host. A plugin
+    /// waiting on a host call (an agent running for an hour) does not use this budget.
+    pub cpu_slice: Duration,
+    /// Deadline for `describe()` and other short calls.
+    pub short_call: Duration,
+}
+
+impl Default for PluginLimits {
+    fn default() -> Self {
+        PluginLimits {
+            memory_bytes: 256 << 20,
+            cpu_slice: Duration::from_secs(10),
+            short_call: Duration::from_secs(10),
+        }
+    }
+}
+
+impl PluginLimits {
+    pub(crate) fn store_limits(&self) -> StoreLimits {
+        StoreLimitsBuilder::new()
+            .memory_size(self.memory_bytes)
+            .instances(64)
+            .tables(64)
+            .memories(16)
+            .trap_on_grow_failure(true)
+            .build()
+    }
+
+    /// Installs the CPU-slice check and cooperative yielding on `store`.
+    ///
+    /// Every epoch tick interrupts guest code; the callback traps when the guest has
+    /// computed for longer than `cpu_slice` since it last entered from or returned
+    /// from the host, and otherwise yields so other runs on the same thread progress.
+    pub(crate) fn apply(&self, store: &mut Store<PluginState>) {
+        store.limiter(|state| &mut state.limits);
+        store.call_hook(|mut ctx, hook| {
+            if matches!(
+                hook,
+                wasmtime::CallHook::CallingWasm | wasmtime::CallHook::ReturningFromHost
+            ) {
+                ctx.data_mut().guest_entered = Instant::now();
+            }
+            Ok(())
+        });
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|ctx| {
+            let state = ctx.data();
+            if state.guest_entered.elapsed() > state.cpu_slice {
+                return Err(wasmtime::Error::msg(format!(
+                    "computed for more than {} without returning to the host (runaway loop?)",
+                    humantime::format_duration(state.cpu_slice)
+                )));
+            }
+            Ok(UpdateDeadline::Yield(1))
+        });
+    }
+}

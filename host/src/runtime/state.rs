@@ -1,0 +1,74 @@
+//! The data each plugin store carries: WASI (granting nothing), the resource table,
+//! limits, and the run the plugin is working for.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::ResourceTable;
+use wasmtime::StoreLimits;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::capabilities::process::ProcessGroups;
+use crate::capabilities::RunContext;
+
+/// What a plugin may print to its own stdout/stderr (kept for the run's plugin log).
+const PLUGIN_STDIO_CAPACITY: usize = 1 << 20;
+
+pub struct PluginState {
+    wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) limits: StoreLimits,
+    /// The plugin's name, for messages and events.
+    pub(crate) plugin: Arc<str>,
+    pub(crate) run: Arc<RunContext>,
+    /// Process groups this store started through the `process` capability.
+    pub(crate) processes: ProcessGroups,
+    pub(crate) guest_entered: Instant,
+    pub(crate) cpu_slice: Duration,
+    stdio: MemoryOutputPipe,
+}
+
+impl PluginState {
+    pub(crate) fn new(
+        plugin: Arc<str>,
+        run: Arc<RunContext>,
+        limits: &super::PluginLimits,
+    ) -> PluginState {
+        let stdio = MemoryOutputPipe::new(PLUGIN_STDIO_CAPACITY);
+        // No preopens, no environment, no arguments, no sockets: WASI is linked so
+        // that any toolchain's component loads, but it grants nothing.
+        let wasi = WasiCtx::builder()
+            .stdout(stdio.clone())
+            .stderr(stdio.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        PluginState {
+            wasi,
+            table: ResourceTable::new(),
+            limits: limits.store_limits(),
+            plugin,
+            run,
+            processes: ProcessGroups::default(),
+            guest_entered: Instant::now(),
+            cpu_slice: limits.cpu_slice,
+            stdio,
+        }
+    }
+
+    /// What the plugin printed to its stdout and stderr.
+    pub(crate) fn stdio(&self) -> Vec<u8> {
+        self.stdio.contents().to_vec()
+    }
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
