@@ -5,7 +5,7 @@
 //! cargo feature of that world (`workspace-source`, `sandbox-provider` or
 //! `agent-driver`), implement its `Guest` traits and call its export macro:
 //!
-//! ```ignore
+//! ```text
 //! use agentgate_plugin_sdk::agent_driver::{self, driver, Guest};
 //! struct Echo;
 //! impl Guest for Echo { /* describe() */ }

@@ -91,10 +91,11 @@ enum Outcome {
 
 impl Outcome {
     fn plugin(error: PluginError) -> Outcome {
-        let status = if error.is_invalid_spec() {
-            RunStatus::Invalid
-        } else {
-            RunStatus::Error
+        let status = match &error {
+            // Calls made during the run share its deadline.
+            PluginError::Deadline { .. } => RunStatus::TimedOut,
+            e if e.is_invalid_spec() => RunStatus::Invalid,
+            _ => RunStatus::Error,
         };
         Outcome::Failed {
             status,

@@ -45,6 +45,17 @@ pub struct LoadedPlugin {
     component: Component,
 }
 
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPlugin")
+            .field("name", &self.info.name)
+            .field("origin", &self.origin)
+            .field("digest", &self.digest)
+            .field("refusal", &self.refusal)
+            .finish_non_exhaustive()
+    }
+}
+
 impl LoadedPlugin {
     pub fn name(&self) -> &str {
         &self.info.name
@@ -96,7 +107,7 @@ pub enum ResolveError {
         value: String,
         plugin: String,
         origin: String,
-        refusal: Refusal,
+        refusal: Box<Refusal>,
     },
 }
 
@@ -198,7 +209,7 @@ impl Catalog {
                 value: value.to_string(),
                 plugin: plugin.name().to_string(),
                 origin: plugin.origin.to_string(),
-                refusal: refusal.clone(),
+                refusal: Box::new(refusal.clone()),
             }),
         }
     }
@@ -246,6 +257,16 @@ impl Loader<'_> {
         let ty = component.component_type();
         let imports = grants::classify_imports(ty.imports(self.engine).map(|(name, _)| name));
         let kind = world_of(ty.exports(self.engine).map(|(name, _)| name))?;
+        // Checked before instantiating: an import nothing provides cannot link.
+        if !imports.unknown.is_empty() {
+            return Err(Refusal::UnknownImports(imports.unknown.clone()).to_string());
+        }
+        if imports.capabilities.contains(&Capability::Http) {
+            return Err(format!(
+                "it imports {} (capability http), which this build of agentgate does not provide yet",
+                Capability::Http.interface()
+            ));
+        }
         let label = match &origin {
             PluginOrigin::Builtin => "built-in plugin".to_string(),
             PluginOrigin::File(path) => path.display().to_string(),

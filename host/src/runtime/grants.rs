@@ -214,9 +214,7 @@ pub fn builtin_grant(kind: crate::runtime::bindings::types::PluginKind) -> BTree
         PluginKind::SandboxProvider => {
             [Capability::Events, Capability::Process, Capability::Docker].into()
         }
-        PluginKind::AgentDriver => {
-            [Capability::Events, Capability::Sandbox, Capability::Http].into()
-        }
+        PluginKind::AgentDriver => [Capability::Events, Capability::Sandbox].into(),
     }
 }
 

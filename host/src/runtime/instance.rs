@@ -43,7 +43,7 @@ pub enum PluginError {
         call: &'static str,
         trap: String,
     },
-    #[error("plugin {plugin} did not finish {call} within {}", humantime::format_duration(*.limit))]
+    #[error("plugin {plugin} did not finish {call} within {}; everything it started was killed", humantime::format_duration(Duration::from_millis(.limit.as_millis() as u64)))]
     Deadline {
         plugin: String,
         call: &'static str,
@@ -99,16 +99,24 @@ async fn guard<T>(
     }
 }
 
-/// The trap's causes on one line, without a backtrace.
+/// The trap's causes on one line, without the wasm backtrace.
 fn trap_text(trap: &wasmtime::Error) -> String {
-    let mut parts: Vec<String> = trap.chain().map(|c| c.to_string()).collect();
+    let mut parts: Vec<String> = trap
+        .chain()
+        .map(|cause| cause.to_string())
+        .filter(|cause| !cause.starts_with("error while executing at wasm backtrace"))
+        .map(|cause| cause.lines().next().unwrap_or_default().to_string())
+        .collect();
     parts.dedup();
-    parts
-        .join(": ")
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string()
+    if parts.is_empty() {
+        return trap
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string();
+    }
+    parts.join(": ")
 }
 
 fn reported<T>(

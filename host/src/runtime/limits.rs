@@ -49,17 +49,24 @@ impl PluginLimits {
     pub(crate) fn apply(&self, store: &mut Store<PluginState>) {
         store.limiter(|state| &mut state.limits);
         store.call_hook(|mut ctx, hook| {
-            if matches!(
-                hook,
-                wasmtime::CallHook::CallingWasm | wasmtime::CallHook::ReturningFromHost
-            ) {
-                ctx.data_mut().guest_entered = Instant::now();
+            let state = ctx.data_mut();
+            match hook {
+                // The epoch check itself is a call into the host; returning from it
+                // is not the guest yielding control.
+                wasmtime::CallHook::ReturningFromHost if state.in_epoch_check => {
+                    state.in_epoch_check = false
+                }
+                wasmtime::CallHook::CallingWasm | wasmtime::CallHook::ReturningFromHost => {
+                    state.guest_entered = Instant::now();
+                }
+                _ => {}
             }
             Ok(())
         });
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|ctx| {
-            let state = ctx.data();
+        store.epoch_deadline_callback(|mut ctx| {
+            let state = ctx.data_mut();
+            state.in_epoch_check = true;
             if state.guest_entered.elapsed() > state.cpu_slice {
                 return Err(wasmtime::Error::msg(format!(
                     "computed for more than {} without returning to the host (runaway loop?)",

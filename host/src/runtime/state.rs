@@ -24,7 +24,10 @@ pub struct PluginState {
     pub(crate) run: Arc<RunContext>,
     /// Process groups this store started through the `process` capability.
     pub(crate) processes: ProcessGroups,
+    /// When the guest last got control from the host (see `limits`).
     pub(crate) guest_entered: Instant,
+    /// Set while the epoch callback runs, so its return is not mistaken for a host call.
+    pub(crate) in_epoch_check: bool,
     pub(crate) cpu_slice: Duration,
     stdio: MemoryOutputPipe,
 }
@@ -53,6 +56,7 @@ impl PluginState {
             run,
             processes: ProcessGroups::default(),
             guest_entered: Instant::now(),
+            in_epoch_check: false,
             cpu_slice: limits.cpu_slice,
             stdio,
         }

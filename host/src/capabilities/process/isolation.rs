@@ -74,7 +74,13 @@ impl Isolation {
     }
 
     /// Arranges for the child to enter its namespaces between `fork` and `exec`.
-    pub fn configure(&self, command: &mut tokio::process::Command) -> Result<(), Error> {
+    /// `cwd` is entered again afterwards: the child changed into it before the
+    /// remounts, through the writable mount underneath.
+    pub fn configure(
+        &self,
+        command: &mut tokio::process::Command,
+        cwd: &Path,
+    ) -> Result<(), Error> {
         if !self.is_active() {
             return Ok(());
         }
@@ -86,6 +92,8 @@ impl Isolation {
             user_namespace: !root,
             uid_map: CString::new(format!("{uid} {uid} 1")).expect("no NUL"),
             gid_map: CString::new(format!("{gid} {gid} 1")).expect("no NUL"),
+            cwd: CString::new(cwd.as_os_str().as_bytes())
+                .map_err(|_| Error::Failed(format!("working directory {cwd:?} contains NUL")))?,
         };
         // SAFETY: `enter` only makes async-signal-safe system calls on data prepared
         // above; it allocates nothing.
@@ -116,6 +124,7 @@ struct ChildPlan {
     user_namespace: bool,
     uid_map: CString,
     gid_map: CString,
+    cwd: CString,
 }
 
 impl ChildPlan {
@@ -151,6 +160,7 @@ impl ChildPlan {
                 for path in &self.readonly_paths {
                     remount_readonly(path)?;
                 }
+                check(libc::chdir(self.cwd.as_ptr()))?;
             }
             if self.new_network {
                 // Loopback is harmless and many tools expect it; failure is not fatal.

@@ -153,7 +153,7 @@ async fn spawn(launch: Launch, groups: &ProcessGroups, id: String) -> Result<Exe
         command.env_clear();
     }
     command.envs(launch.env.iter().map(|(k, v)| (k, v)));
-    launch.isolation.configure(&mut command)?;
+    launch.isolation.configure(&mut command, &launch.cwd)?;
 
     let mut child = command
         .spawn()

@@ -1,0 +1,343 @@
+//! End to end through the `agentgate` binary: real processes, real files, real
+//! namespaces. Each test gets its own AGENTGATE_HOME.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use support::{eventually, fixture_plugins, process_is_dead, repo_root, shell_agent, task_spec};
+
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Home {
+        Home {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn agentgate(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_agentgate"))
+            .args(args)
+            .env("AGENTGATE_HOME", self.dir.path())
+            .env_remove("AGENTGATE_PLUGIN_PATH")
+            .env("HOST_ONLY_SECRET", "must-not-leak")
+            // The seed examples reference these.
+            .env("GIT_TOKEN", "t")
+            .env("DATABASE_URL", "postgres://db")
+            .env("API_KEY", "k")
+            .current_dir(repo_root())
+            .output()
+            .expect("running agentgate")
+    }
+
+    /// Writes a TaskSpec and runs it.
+    fn run_spec(&self, yaml: &str) -> Output {
+        let path = self.dir.path().join("task.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        self.agentgate(&["run", path.to_str().unwrap()])
+    }
+
+    /// The only run folder.
+    fn run_folder(&self) -> PathBuf {
+        let runs: Vec<_> = std::fs::read_dir(self.dir.path().join("runs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        runs[0].clone()
+    }
+
+    fn result(&self) -> serde_json::Value {
+        let text = std::fs::read_to_string(self.run_folder().join("result.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.run_folder().join(name)).unwrap_or_default()
+    }
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn local_subprocess(workspace: &Path, readonly: bool, timeout: &str, agent: &str) -> String {
+    format!(
+        "workspace:\n  source: local\n  path: {}\n  readonly: {readonly}\nsandbox:\n  provider: subprocess\n  resources:\n    timeout: {timeout}\n  environment:\n    FROM_SPEC: yes-please\n{agent}",
+        workspace.display()
+    )
+}
+
+#[test]
+fn quickstart_runs_end_to_end() {
+    let home = Home::new();
+    let output = home.agentgate(&["run", "examples/quickstart.yaml"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    let result = home.result();
+    assert_eq!(result["status"], "succeeded");
+    assert_eq!(result["exitCode"], 0);
+    assert!(result["durationMs"].as_u64().is_some());
+    assert_eq!(result["sandbox"]["provider"], "subprocess");
+    let changed: Vec<_> = result["modifiedFiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["path"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(changed, ["src/hello_agentgate/greeting.py"]);
+    assert_eq!(result["modifiedFiles"][0]["change"], "added");
+
+    // The scaffold is real and the agent's file landed in it.
+    let root = PathBuf::from(result["workspace"]["root"].as_str().unwrap());
+    assert!(root.join("pyproject.toml").is_file());
+    assert!(
+        std::fs::read_to_string(root.join("src/hello_agentgate/greeting.py"))
+            .unwrap()
+            .contains("def greet")
+    );
+
+    assert!(
+        home.log("stdout.log")
+            .contains("task: Add a greeting module"),
+        "{}",
+        home.log("stdout.log")
+    );
+    let events = home.log("events.ndjson");
+    for phase in ["workspace", "sandbox", "agent", "cleanup"] {
+        assert!(
+            events.contains(&format!("\"phase\":\"{phase}\",\"status\":\"finished\"")),
+            "{phase} missing in {events}"
+        );
+    }
+    assert!(events.contains("\"type\":\"output\""));
+}
+
+#[test]
+fn a_readonly_local_workspace_cannot_be_changed_by_the_agent() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("file.txt"), "original\n").unwrap();
+    let agent = shell_agent("echo changed > file.txt\necho new > new.txt\nrm -f file.txt");
+    let output = home.run_spec(&task_spec(
+        "ro",
+        "try to write",
+        &local_subprocess(workspace.path(), true, "1m", &agent),
+    ));
+
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("file.txt")).unwrap(),
+        "original\n"
+    );
+    assert!(!workspace.path().join("new.txt").exists());
+    let result = home.result();
+    assert_eq!(result["status"], "failed");
+    assert_eq!(result["modifiedFiles"].as_array().unwrap().len(), 0);
+    assert!(
+        home.log("stderr.log").contains("Read-only file system"),
+        "{}",
+        home.log("stderr.log")
+    );
+}
+
+#[test]
+fn a_readonly_workspace_without_an_enforcing_sandbox_is_refused() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\n  readonly: true\n{}",
+        workspace.path().display(),
+        shell_agent("echo changed > file.txt")
+    );
+    let output = home.run_spec(&task_spec("ro-none", "x", &execution));
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let result = home.result();
+    assert_eq!(result["status"], "error");
+    let error = result["error"].as_str().unwrap();
+    assert!(
+        error.contains("sandbox-none") && error.contains("read-only"),
+        "{error}"
+    );
+    assert!(!workspace.path().join("file.txt").exists());
+}
+
+#[test]
+fn a_timeout_kills_a_background_grandchild() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let agent = shell_agent("sleep 300 &\necho $! > grandchild.pid\nwait");
+    let output = home.run_spec(&task_spec(
+        "timeout",
+        "wait forever",
+        &local_subprocess(workspace.path(), false, "2s", &agent),
+    ));
+
+    assert_eq!(output.status.code(), Some(4), "{}", stderr(&output));
+    assert_eq!(home.result()["status"], "timedOut");
+    let pid: i32 = std::fs::read_to_string(workspace.path().join("grandchild.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        eventually(5, || process_is_dead(pid)),
+        "grandchild {pid} survived the timeout"
+    );
+}
+
+#[test]
+fn a_subprocess_sees_exactly_the_environment_the_spec_gives() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let agent = shell_agent("env | sort");
+    let output = home.run_spec(&task_spec(
+        "env",
+        "show env",
+        &local_subprocess(workspace.path(), false, "1m", &agent),
+    ));
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    let stdout = home.log("stdout.log");
+    let names: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    assert!(
+        names.contains(&"FROM_SPEC") && names.contains(&"AGENTGATE_PROMPT"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("must-not-leak"),
+        "host environment leaked: {stdout}"
+    );
+    let allowed = [
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "PWD",
+        "SHLVL",
+        "_",
+        "FROM_SPEC",
+        "AGENTGATE_PROMPT",
+        "AGENTGATE_RUN_ID",
+    ];
+    for name in names {
+        assert!(
+            allowed.contains(&name),
+            "unexpected variable {name} in {stdout}"
+        );
+    }
+}
+
+#[test]
+fn a_plugin_importing_an_ungranted_interface_is_refused_at_load() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\nagent:\n  driver: sneaky\n",
+        workspace.path().display()
+    );
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(&path, task_spec("sneaky", "x", &execution)).unwrap();
+    let plugin_dir = fixture_plugins();
+    let args = [
+        "--plugin-dir",
+        plugin_dir.to_str().unwrap(),
+        "run",
+        path.to_str().unwrap(),
+    ];
+
+    let output = home.agentgate(&args);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains("sneaky-docker") && message.contains("agentgate:plugin/docker"),
+        "{message}"
+    );
+
+    let listing = home.agentgate(&[
+        "--plugin-dir",
+        plugin_dir.to_str().unwrap(),
+        "plugins",
+        "list",
+    ]);
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.starts_with("sneaky-docker") && l.contains("REFUSED")),
+        "{listing}"
+    );
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let unknown_driver = format!(
+        "workspace:\n  source: local\n  path: {}\nagent:\n  driver: cluade\n",
+        workspace.path().display()
+    );
+    let output = home.run_spec(&task_spec("bad", "x", &unknown_driver));
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(
+        message.contains("agent.driver") && message.contains("command"),
+        "{message}"
+    );
+
+    let bad_options = format!(
+        "workspace:\n  source: local\n  path: {}\nagent:\n  driver: command\n  options:\n    command: echo\n",
+        workspace.path().display()
+    );
+    let output = home.run_spec(&task_spec("bad", "x", &bad_options));
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("spec.execution.agent.options.command"),
+        "{}",
+        stderr(&output)
+    );
+
+    let path = home.dir.path().join("typo.yaml");
+    std::fs::write(
+        &path,
+        task_spec("typo", "x", "workspace:\n  source: local\n  pth: /tmp\n"),
+    )
+    .unwrap();
+    let output = home.agentgate(&["validate", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(
+        message.contains("did you mean") && message.contains("line"),
+        "{message}"
+    );
+    assert!(
+        !home.dir.path().join("runs").exists(),
+        "nothing runs for invalid input"
+    );
+}
+
+#[test]
+fn every_seed_example_validates_and_the_schema_is_json() {
+    let home = Home::new();
+    let dir = repo_root().join("tests/fixtures/taskspecs");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path().display().to_string())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    let mut args = vec!["validate"];
+    args.extend(files.iter().map(String::as_str));
+    let output = home.agentgate(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    let schema = home.agentgate(&["schema"]);
+    let schema: serde_json::Value = serde_json::from_slice(&schema.stdout).unwrap();
+    assert!(schema["properties"]["spec"].is_object() || schema["$defs"].is_object());
+}
