@@ -341,3 +341,140 @@ fn every_seed_example_validates_and_the_schema_is_json() {
     let schema: serde_json::Value = serde_json::from_slice(&schema.stdout).unwrap();
     assert!(schema["properties"]["spec"].is_object() || schema["$defs"].is_object());
 }
+
+#[test]
+fn a_fresh_workspace_lands_at_dest_path_and_a_used_dest_path_is_refused() {
+    let home = Home::new();
+    let parent = tempfile::tempdir().unwrap();
+    let dest = parent.path().join("my-service");
+    let execution = format!(
+        "workspace:\n  source: fresh\n  destPath: {}\n  template: node-typescript\n  projectName: My Service\nsandbox:\n  provider: none\n{}",
+        dest.display(),
+        shell_agent("read line\necho \"stdin: $line\"\ntest -f package.json")
+    );
+    let output = home.run_spec(&task_spec("fresh", "build it", &execution));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let package = std::fs::read_to_string(dest.join("package.json")).unwrap();
+    assert!(package.contains("\"name\": \"my-service\""), "{package}");
+    assert!(dest.join("tsconfig.json").is_file() && dest.join("src/index.ts").is_file());
+    // The prompt arrived on stdin; the workspace is kept after the run.
+    assert!(
+        home.log("stdout.log").contains("stdin: build it"),
+        "{}",
+        home.log("stdout.log")
+    );
+
+    let again = Home::new();
+    let output = again.run_spec(&task_spec("fresh", "build it", &execution));
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let error = again.result()["error"].as_str().unwrap().to_string();
+    assert!(
+        error.contains("not empty") && error.contains("destPath"),
+        "{error}"
+    );
+}
+
+#[test]
+fn secrets_are_masked_in_events_logs_and_results() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let agent = "agent:\n  driver: command\n  options:\n    command: [sh, -c, 'echo \"key=$MODEL_API_KEY\"; echo \"token=${GIT_TOKEN}\"; exit 3']\n";
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\n{agent}",
+        workspace.path().display()
+    );
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(&path, task_spec("secrets", "x", &execution)).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_agentgate"))
+        .args([
+            "run",
+            path.to_str().unwrap(),
+            "--secret-env",
+            "MODEL_API_KEY",
+        ])
+        .env("AGENTGATE_HOME", home.dir.path())
+        .env("MODEL_API_KEY", "sk-live-0123456789")
+        .env("GIT_TOKEN", "ghp_abcdefghijkl")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let everything = format!(
+        "{}{}{}{}",
+        home.log("events.ndjson"),
+        home.log("stdout.log"),
+        home.log("result.json"),
+        stderr(&output)
+    );
+    assert!(everything.contains("key=***"), "{everything}");
+    assert!(!everything.contains("sk-live-0123456789"), "{everything}");
+    assert!(!everything.contains("ghp_abcdefghijkl"), "{everything}");
+}
+
+#[test]
+fn an_interrupted_run_cleans_up_and_exits_130() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let agent = shell_agent("echo $$ > agent.pid\nsleep 300");
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(
+        &path,
+        task_spec(
+            "cancel",
+            "x",
+            &local_subprocess(workspace.path(), false, "10m", &agent),
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentgate"))
+        .args(["run", path.to_str().unwrap()])
+        .env("AGENTGATE_HOME", home.dir.path())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_file = workspace.path().join("agent.pid");
+    assert!(eventually(30, || std::fs::read_to_string(&pid_file)
+        .is_ok_and(|s| s.ends_with('\n'))));
+    let agent_pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(home.result()["status"], "cancelled");
+    assert!(
+        eventually(5, || process_is_dead(agent_pid)),
+        "agent {agent_pid} survived the cancel"
+    );
+}
+
+#[test]
+fn plugins_are_found_on_the_plugin_path_and_can_be_inspected() {
+    let home = Home::new();
+    let output = Command::new(env!("CARGO_BIN_EXE_agentgate"))
+        .args(["plugins", "inspect", "hostile-driver"])
+        .env("AGENTGATE_HOME", home.dir.path())
+        .env("AGENTGATE_PLUGIN_PATH", fixture_plugins())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let info: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(info["serves"][0], "hostile");
+    assert!(info["digest"].as_str().unwrap().starts_with("sha256:"));
+    assert_eq!(info["imports"].as_array().unwrap().len(), 0);
+
+    let builtin = home.agentgate(&["plugins", "inspect", "sandbox-subprocess"]);
+    let info: serde_json::Value = serde_json::from_slice(&builtin.stdout).unwrap();
+    assert_eq!(info["origin"], "built-in");
+    assert!(info["imports"]
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!("process")));
+    assert!(!info["imports"]
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!("docker")));
+}

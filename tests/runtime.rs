@@ -243,3 +243,44 @@ async fn describe_cannot_reach_host_interfaces_and_unknown_values_list_what_exis
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn compiled_components_are_cached_by_digest_and_engine() {
+    let cache = tempfile::tempdir().unwrap();
+    let config = || RuntimeConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        plugin_dirs: vec![fixture_plugins()],
+        grants: Grants::default(),
+        limits: PluginLimits::default(),
+    };
+    let first = Runtime::new(config()).await.unwrap();
+    let mut entries: Vec<String> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    entries.sort();
+    // One entry per plugin: <sha256 of the wasm>-<engine hash>.cwasm
+    assert_eq!(
+        entries.len(),
+        first.catalog().plugins().count(),
+        "{entries:?}"
+    );
+    for plugin in first.catalog().plugins() {
+        let sha = plugin.digest().trim_start_matches("sha256:");
+        assert!(
+            entries
+                .iter()
+                .any(|e| e.starts_with(sha) && e.ends_with(".cwasm")),
+            "{sha} not cached"
+        );
+    }
+    // A second runtime loads from the cache and sees the same plugins.
+    let second = Runtime::new(config()).await.unwrap();
+    let names = |r: &Runtime| {
+        r.catalog()
+            .plugins()
+            .map(|p| p.name().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&first), names(&second));
+}

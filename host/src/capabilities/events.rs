@@ -9,10 +9,11 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
+use super::redact::Redactor;
 use crate::runtime::bindings::events::{Event, Host, LogLevel};
 use crate::runtime::bindings::types::OutputPipe;
 use crate::runtime::PluginState;
@@ -87,6 +88,58 @@ pub enum EventBody {
     },
 }
 
+impl EventBody {
+    /// Applies `f` to every free-text field.
+    fn map_strings(self, f: impl Fn(String) -> String) -> EventBody {
+        match self {
+            EventBody::Phase {
+                phase,
+                status,
+                message,
+            } => EventBody::Phase {
+                phase,
+                status,
+                message: message.map(&f),
+            },
+            EventBody::Progress {
+                phase,
+                message,
+                current,
+                total,
+            } => EventBody::Progress {
+                phase,
+                message: f(message),
+                current,
+                total,
+            },
+            EventBody::Log { level, message } => EventBody::Log {
+                level,
+                message: f(message),
+            },
+            EventBody::AgentMessage { text } => EventBody::AgentMessage { text: f(text) },
+            EventBody::ToolCall { id, name, input } => EventBody::ToolCall {
+                id,
+                name,
+                input: f(input),
+            },
+            EventBody::ToolResult {
+                id,
+                output,
+                is_error,
+            } => EventBody::ToolResult {
+                id,
+                output: f(output),
+                is_error,
+            },
+            usage @ EventBody::Usage { .. } => usage,
+            EventBody::Output { pipe, line } => EventBody::Output {
+                pipe,
+                line: f(line),
+            },
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum PhaseStatus {
@@ -99,6 +152,7 @@ type Observer = Box<dyn Fn(&RunEvent) + Send + Sync>;
 
 pub struct EventSink {
     run_id: String,
+    redactor: Arc<Redactor>,
     file: Mutex<Option<BufWriter<File>>>,
     observer: Option<Observer>,
     counts: Mutex<HashMap<String, u64>>,
@@ -110,10 +164,12 @@ impl EventSink {
         run_id: &str,
         path: &Path,
         observer: Option<Observer>,
+        redactor: Arc<Redactor>,
     ) -> std::io::Result<EventSink> {
         let file = File::options().create(true).append(true).open(path)?;
         Ok(EventSink {
             run_id: run_id.to_string(),
+            redactor,
             file: Mutex::new(Some(BufWriter::new(file))),
             observer,
             counts: Mutex::default(),
@@ -124,6 +180,7 @@ impl EventSink {
     pub fn discard() -> EventSink {
         EventSink {
             run_id: String::new(),
+            redactor: Arc::default(),
             file: Mutex::new(None),
             observer: None,
             counts: Mutex::default(),
@@ -138,7 +195,7 @@ impl EventSink {
             ts: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
             run_id: self.run_id.clone(),
             source: source.to_string(),
-            body,
+            body: body.map_strings(|s| self.redactor.apply(s)),
         };
         if let Some(file) = self.file.lock().unwrap().as_mut() {
             if let Ok(line) = serde_json::to_string(&event) {
@@ -283,17 +340,27 @@ mod tests {
     }
 
     #[test]
-    fn writes_ndjson_and_caps_a_flood() {
+    fn writes_redacted_ndjson() {
         let dir = std::env::temp_dir().join(format!("ag-events-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("events.ndjson");
-        let sink = EventSink::new("r1", &path, None).unwrap();
+        let sink = EventSink::new(
+            "r1",
+            &path,
+            None,
+            Arc::new(Redactor::new(["hunter22".to_string()])),
+        )
+        .unwrap();
         sink.host_log("info", "hello");
+        sink.host_log("info", "token hunter22");
         let text = std::fs::read_to_string(&path).unwrap();
         let event: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
         assert_eq!(event["type"], "log");
         assert_eq!(event["message"], "hello");
         assert_eq!(event["runId"], "r1");
+        let redacted: serde_json::Value =
+            serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
+        assert_eq!(redacted["message"], "token ***");
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -11,6 +11,7 @@ pub mod execution;
 pub mod git;
 pub mod github;
 pub mod process;
+pub mod redact;
 pub mod sandbox;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use super::progress::Progress;
 use super::{fail, Cli, EXIT_ERROR, EXIT_INVALID};
+use crate::capabilities::redact::is_secret_name;
 use crate::engine::{self, RunError, RunRequest};
 
 #[derive(Debug, clap::Args)]
@@ -23,7 +24,25 @@ pub struct RunArgs {
 }
 
 pub async fn run(cli: &Cli, args: &RunArgs) -> ExitCode {
-    let spec = match crate::taskspec::parse_file(&args.task) {
+    let text = match std::fs::read_to_string(&args.task) {
+        Ok(text) => text,
+        Err(e) => {
+            return fail(
+                EXIT_INVALID,
+                format!("cannot read {}: {e}", args.task.display()),
+            )
+        }
+    };
+    // Values of secret-looking ${VAR}s are remembered so the run can mask them.
+    let interpolated_secrets = std::cell::RefCell::new(Vec::new());
+    let lookup = |name: &str| {
+        let value = std::env::var(name).ok();
+        if let Some(value) = value.as_ref().filter(|_| is_secret_name(name)) {
+            interpolated_secrets.borrow_mut().push(value.clone());
+        }
+        value
+    };
+    let spec = match crate::taskspec::parse(&text, &args.task.to_string_lossy(), &lookup) {
         Ok(spec) => spec,
         Err(e) => return fail(EXIT_INVALID, format!("{}: {e}", args.task.display())),
     };
@@ -47,6 +66,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> ExitCode {
     let mut request = RunRequest::new(spec, cli.home());
     request.prompt = args.prompt.clone();
     request.secrets = secrets;
+    request.redact = interpolated_secrets.into_inner();
     request.observer = Some(progress.observer());
     request.cancel = Box::pin(interrupted());
 

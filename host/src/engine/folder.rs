@@ -8,9 +8,10 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::capabilities::execution::OutputTee;
+use crate::capabilities::redact::Redactor;
 use crate::runtime::bindings::types::OutputPipe;
 
 pub struct RunFolder {
@@ -47,8 +48,9 @@ impl RunFolder {
         Ok(path)
     }
 
-    pub fn output_logs(&self) -> std::io::Result<OutputLogs> {
+    pub fn output_logs(&self, redactor: Arc<Redactor>) -> std::io::Result<OutputLogs> {
         Ok(OutputLogs {
+            redactor,
             stdout: Mutex::new(File::create(self.dir.join("stdout.log"))?),
             stderr: Mutex::new(File::create(self.dir.join("stderr.log"))?),
         })
@@ -69,6 +71,7 @@ impl RunFolder {
 
 /// `stdout.log` and `stderr.log`: everything the agent's commands printed.
 pub struct OutputLogs {
+    redactor: Arc<Redactor>,
     stdout: Mutex<File>,
     stderr: Mutex<File>,
 }
@@ -79,6 +82,9 @@ impl OutputTee for OutputLogs {
             OutputPipe::Stdout => &self.stdout,
             OutputPipe::Stderr => &self.stderr,
         };
-        let _ = file.lock().unwrap().write_all(data);
+        let _ = file
+            .lock()
+            .unwrap()
+            .write_all(&self.redactor.apply_bytes(data));
     }
 }

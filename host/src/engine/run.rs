@@ -16,6 +16,7 @@ use super::result::{
 };
 use super::workspace::{materialize, Workspace};
 use crate::capabilities::events::PhaseStatus;
+use crate::capabilities::redact::Redactor;
 use crate::capabilities::{EventSink, RunContext, RunEvent, SandboxBroker};
 use crate::runtime::bindings::agent_driver::exports::agentgate::plugin::driver::{
     AgentCapabilities, AgentOutcome, AgentTask, McpServer, ToolSetting,
@@ -43,6 +44,9 @@ pub struct RunRequest {
     pub home: PathBuf,
     /// Host environment variables passed to the agent driver as secrets.
     pub secrets: Vec<(String, String)>,
+    /// Further values to mask in events, logs and the result (secrets that reached the
+    /// TaskSpec through `${VAR}`). The values of `secrets` are always masked.
+    pub redact: Vec<String>,
     /// Sees every event as it happens.
     pub observer: Option<Observer>,
     /// Resolves when the run should be cancelled.
@@ -56,6 +60,7 @@ impl RunRequest {
             prompt: None,
             home,
             secrets: Vec::new(),
+            redact: Vec::new(),
             observer: None,
             cancel: Box::pin(std::future::pending()),
         }
@@ -133,9 +138,21 @@ pub async fn run(runtime: &Runtime, mut request: RunRequest) -> Result<RunReport
             request.home.display()
         )
     })?;
+    let redactor = Arc::new(Redactor::new(
+        request
+            .secrets
+            .iter()
+            .map(|(_, value)| value.clone())
+            .chain(request.redact.iter().cloned()),
+    ));
     let events = Arc::new(
-        EventSink::new(&run_id, &folder.events(), request.observer.take())
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", folder.events().display()))?,
+        EventSink::new(
+            &run_id,
+            &folder.events(),
+            request.observer.take(),
+            redactor.clone(),
+        )
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", folder.events().display()))?,
     );
     let mut run = Run {
         runtime,
@@ -143,6 +160,7 @@ pub async fn run(runtime: &Runtime, mut request: RunRequest) -> Result<RunReport
         plugins,
         ctx: RunContext::new(run_id, events.clone()),
         events,
+        redactor,
         folder,
         started: SystemTime::now(),
         clock: Instant::now(),
@@ -229,6 +247,7 @@ struct Run<'a> {
     plugins: Plugins<'a>,
     ctx: Arc<RunContext>,
     events: Arc<EventSink>,
+    redactor: Arc<Redactor>,
     folder: RunFolder,
     started: SystemTime,
     clock: Instant,
@@ -424,7 +443,7 @@ impl Run<'_> {
         };
         let logs = self
             .folder
-            .output_logs()
+            .output_logs(self.redactor.clone())
             .map_err(|e| Outcome::host(format!("creating the output logs: {e}")))?;
         let broker = match SandboxBroker::new(sandbox, details, &workspace.root, Arc::new(logs)) {
             Ok(broker) => Arc::new(broker),
@@ -498,7 +517,12 @@ impl Run<'_> {
         }
         self.end("cleanup", since, None);
 
-        let result = self.result(outcome, modified_files, cleanup_errors);
+        let mut result = self.result(outcome, modified_files, cleanup_errors);
+        // Free text in the result may quote what an agent printed.
+        result.error = result.error.map(|e| self.redactor.apply(e));
+        if let Some(agent) = result.agent.as_mut() {
+            agent.summary = agent.summary.take().map(|s| self.redactor.apply(s));
+        }
         let json = serde_json::to_string_pretty(&result).expect("results serialize");
         if let Err(e) = std::fs::write(self.folder.result(), json + "\n") {
             self.events
