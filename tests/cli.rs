@@ -320,6 +320,16 @@ fn bad_input_gets_a_clear_error() {
         !home.dir.path().join("runs").exists(),
         "nothing runs for invalid input"
     );
+
+    // validate checks options against the installed plugin's schema, too.
+    std::fs::write(&path, task_spec("opts", "x", &bad_options)).unwrap();
+    let output = home.agentgate(&["validate", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(
+        message.contains("spec.execution.agent.options.command"),
+        "{message}"
+    );
 }
 
 #[test]

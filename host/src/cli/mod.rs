@@ -68,7 +68,7 @@ impl Cli {
     async fn dispatch(self) -> ExitCode {
         match &self.command {
             Command::Schema => schema::print(),
-            Command::Validate(args) => validate::run(args),
+            Command::Validate(args) => validate::run(&self, args).await,
             Command::Run(args) => run::run(&self, args).await,
             Command::Plugins(command) => plugins::run(&self, command).await,
         }

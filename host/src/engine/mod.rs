@@ -7,11 +7,13 @@
 
 mod changes;
 mod folder;
+mod plugins;
 mod result;
 mod run;
 mod workspace;
 
 pub use changes::{ChangeKind, FileChange};
 pub use folder::RunFolder;
+pub use plugins::{resolve as resolve_plugins, PluginProblem, Plugins};
 pub use result::{RunResult, RunStatus};
 pub use run::{run, RunError, RunReport, RunRequest};

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::changes::{FileChange, Snapshot};
 use super::folder::RunFolder;
+use super::plugins::Plugins;
 use super::result::{
     AgentRecord, PluginRecord, RunResult, RunStatus, SandboxInfo, WorkspaceRecord, RESULT_VERSION,
 };
@@ -25,7 +26,7 @@ use crate::runtime::bindings::sandbox::SandboxDetails;
 use crate::runtime::bindings::sandbox_provider::exports::agentgate::plugin::provider::{
     SandboxRequest, WorkspaceMount,
 };
-use crate::runtime::bindings::types::{EnvVar, Label, Mount, NetworkMode, PluginKind, Resources};
+use crate::runtime::bindings::types::{EnvVar, Label, Mount, NetworkMode, Resources};
 use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::source::{
     PreparedWorkspace, WorkspaceRequest,
 };
@@ -81,13 +82,6 @@ pub enum RunError {
     Host(#[from] anyhow::Error),
 }
 
-/// The three plugins a TaskSpec resolved to.
-struct Plugins<'a> {
-    source: &'a LoadedPlugin,
-    provider: &'a LoadedPlugin,
-    driver: &'a LoadedPlugin,
-}
-
 /// How the phases ended.
 enum Outcome {
     Agent(AgentOutcome),
@@ -129,7 +123,15 @@ pub async fn run(runtime: &Runtime, mut request: RunRequest) -> Result<RunReport
                     .into(),
             )
         })?;
-    let plugins = resolve(runtime, &request.spec)?;
+    let plugins = super::plugins::resolve(runtime, &request.spec).map_err(|problems| {
+        RunError::Invalid(
+            problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+    })?;
 
     let run_id = uuid::Uuid::now_v7().simple().to_string();
     let folder = RunFolder::create(&request.home, &run_id).map_err(|e| {
@@ -197,48 +199,6 @@ pub async fn run(runtime: &Runtime, mut request: RunRequest) -> Result<RunReport
         folder: run.folder.path().to_path_buf(),
         result,
     })
-}
-
-fn resolve<'a>(runtime: &'a Runtime, spec: &TaskSpec) -> Result<Plugins<'a>, RunError> {
-    let execution = &spec.spec.execution;
-    let catalog = runtime.catalog();
-    let pick = |kind, value: &str| {
-        catalog
-            .resolve(kind, value)
-            .map_err(|e| RunError::Invalid(format!("spec.execution.{e}")))
-    };
-    let plugins = Plugins {
-        source: pick(PluginKind::WorkspaceSource, &execution.workspace.source)?,
-        provider: pick(PluginKind::SandboxProvider, &execution.sandbox.provider)?,
-        driver: pick(PluginKind::AgentDriver, &execution.agent.driver)?,
-    };
-    for (section, options, plugin) in [
-        ("workspace", &execution.workspace.options, plugins.source),
-        ("sandbox", &execution.sandbox.options, plugins.provider),
-        ("agent", &execution.agent.options, plugins.driver),
-    ] {
-        check_options(section, options, plugin)?;
-    }
-    Ok(plugins)
-}
-
-/// Validates a section's `options` against the schema its plugin declared.
-fn check_options(
-    section: &str,
-    options: &taskspec::Options,
-    plugin: &LoadedPlugin,
-) -> Result<(), RunError> {
-    let path = format!("spec.execution.{section}.options");
-    let value = serde_json::Value::Object(options.clone());
-    match &plugin.info().options_schema {
-        Some(schema) => taskspec::validate_options(&path, &value, schema)
-            .map_err(|e| RunError::Invalid(e.to_string())),
-        None if options.is_empty() => Ok(()),
-        None => Err(RunError::Invalid(format!(
-            "{path}: plugin {} takes no options; remove the options block",
-            plugin.name()
-        ))),
-    }
 }
 
 struct Run<'a> {

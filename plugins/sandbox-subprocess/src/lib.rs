@@ -189,9 +189,7 @@ impl Guest for SubprocessProvider {
             version: env!("CARGO_PKG_VERSION").into(),
             kind: PluginKind::SandboxProvider,
             serves: vec!["subprocess".into()],
-            summary:
-                "Confined host processes: clean env, read-only workspace, no network, cgroup limits"
-                    .into(),
+            summary: "Confined host processes: clean env, read-only workspace, no network".into(),
             options_schema: None,
         }
     }
