@@ -5,7 +5,8 @@
 //! sandbox's private state directory — no host variables, so no leaked tokens) and the
 //! confinement the TaskSpec asks for, which the host's `process` capability enforces or
 //! refuses: a read-only workspace (read-only bind in a private mount namespace),
-//! `network: none` (an empty network namespace), and cpu/memory/pids limits (a cgroup).
+//! `network: none` (an empty network namespace), and cpu/memory/pids limits (cgroups,
+//! which the host refuses with `unavailable` until it can enforce them).
 //! What it cannot enforce at all, a disk quota or extra mounts, fails closed at `create`.
 //! Commands still see the host's filesystem at its real paths, so the workdir reported
 //! to drivers is the workspace's host path; `/workspace/...` paths are mapped onto it.
@@ -204,6 +205,12 @@ impl Provider for SubprocessProvider {
             events::warn(format!(
                 "sandbox provider `subprocess` ignores `image` ({image}): commands run on the host's filesystem"
             ));
+        }
+        if request.network == NetworkMode::Bridge {
+            events::warn(
+                "sandbox provider `subprocess` has no bridge network: commands use the host's \
+                 network (set `network: none` to cut it off)",
+            );
         }
         Ok(provider::Sandbox::new(Subprocess::new(request)))
     }
