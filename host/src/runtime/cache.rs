@@ -56,7 +56,8 @@ impl ComponentCache {
             .recursive(true)
             .mode(0o700)
             .create(&self.dir)?;
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        // Unique per write: concurrent loaders of one plugin must not share a file.
+        let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::now_v7().simple()));
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
