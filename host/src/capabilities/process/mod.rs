@@ -237,11 +237,107 @@ impl Host for PluginState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::bindings::execution::Output;
+    use crate::runtime::bindings::types::{ExitStatus, OutputPipe};
+
+    fn launch(script: &str, timeout_ms: Option<u64>, isolation: Isolation) -> Launch {
+        Launch {
+            argv: script.split(' ').map(String::from).collect(),
+            cwd: std::env::temp_dir(),
+            env: vec![("ONLY_THIS".into(), "1".into())],
+            inherit_env: false,
+            stdin: None,
+            keep_stdin_open: false,
+            timeout: timeout_ms.map(Duration::from_millis),
+            isolation,
+        }
+    }
+
+    /// Runs to the end; returns stdout and the exit status.
+    async fn run_to_end(launch: Launch) -> (String, ExitStatus) {
+        let groups = ProcessGroups::default();
+        let mut execution = spawn(launch, &groups, "exec-test".into()).await.unwrap();
+        let mut stdout = Vec::new();
+        loop {
+            match execution.read(Duration::from_secs(10)).await {
+                Output::Chunk(chunk) if chunk.pipe == OutputPipe::Stdout => {
+                    stdout.extend(chunk.data)
+                }
+                Output::Exited(status) => {
+                    return (String::from_utf8_lossy(&stdout).into_owned(), status)
+                }
+                _ => {}
+            }
+        }
+    }
 
     #[test]
     fn which_finds_sh() {
         assert!(which("sh").is_some());
         assert!(which("definitely-not-a-program-xyz").is_none());
         assert_eq!(which("/bin/sh").as_deref(), Some("/bin/sh"));
+    }
+
+    #[tokio::test]
+    async fn the_environment_is_exactly_what_was_given() {
+        let (stdout, status) = run_to_end(launch("/usr/bin/env", None, Isolation::default())).await;
+        assert_eq!(status.code, Some(0));
+        assert_eq!(stdout.trim(), "ONLY_THIS=1");
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_the_whole_group() {
+        let mut sh = launch("/bin/sh -c", Some(300), Isolation::default());
+        sh.argv.push("sleep 30 & echo $!; wait".into());
+        let (stdout, status) = run_to_end(sh).await;
+        assert!(status.timed_out, "{status:?}");
+        assert_eq!(status.signal, Some(libc::SIGKILL));
+        let grandchild: i32 = stdout.trim().parse().unwrap();
+        // Dead means gone, or a zombie waiting for init to reap it.
+        let state = std::fs::read_to_string(format!("/proc/{grandchild}/stat")).unwrap_or_default();
+        let running = state
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'));
+        assert!(!running, "the grandchild survived: {state}");
+    }
+
+    #[tokio::test]
+    async fn network_none_leaves_only_loopback() {
+        let isolation = Isolation::from_request(crate::runtime::bindings::process::Isolation {
+            readonly_paths: vec![],
+            limits: None,
+            network: Some(crate::runtime::bindings::types::NetworkMode::None),
+        })
+        .unwrap();
+        let (stdout, status) =
+            run_to_end(launch("/bin/cat /proc/self/net/dev", None, isolation)).await;
+        assert_eq!(status.code, Some(0), "{stdout}");
+        let interfaces: Vec<&str> = stdout
+            .lines()
+            .skip(2)
+            .filter_map(|l| l.split(':').next())
+            .map(str::trim)
+            .collect();
+        assert_eq!(interfaces, ["lo"]);
+    }
+
+    #[test]
+    fn limits_fail_closed_until_cgroups_exist() {
+        let request = crate::runtime::bindings::process::Isolation {
+            readonly_paths: vec![],
+            limits: Some(crate::runtime::bindings::types::Resources {
+                cpu_millicores: None,
+                memory_bytes: Some(1 << 30),
+                disk_bytes: None,
+                pids: None,
+                timeout_ms: None,
+            }),
+            network: None,
+        };
+        let error = Isolation::from_request(request).unwrap_err();
+        assert!(
+            matches!(error, Error::Unavailable(ref m) if m.contains("memory")),
+            "{error:?}"
+        );
     }
 }
