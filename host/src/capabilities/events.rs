@@ -152,6 +152,8 @@ type Observer = Box<dyn Fn(&RunEvent) + Send + Sync>;
 
 pub struct EventSink {
     run_id: String,
+    /// Events one source may report in this run.
+    budget: u64,
     redactor: Arc<Redactor>,
     file: Mutex<Option<BufWriter<File>>>,
     observer: Option<Observer>,
@@ -169,6 +171,7 @@ impl EventSink {
         let file = File::options().create(true).append(true).open(path)?;
         Ok(EventSink {
             run_id: run_id.to_string(),
+            budget: MAX_EVENTS_PER_SOURCE,
             redactor,
             file: Mutex::new(Some(BufWriter::new(file))),
             observer,
@@ -180,6 +183,7 @@ impl EventSink {
     pub fn discard() -> EventSink {
         EventSink {
             run_id: String::new(),
+            budget: MAX_EVENTS_PER_SOURCE,
             redactor: Arc::default(),
             file: Mutex::new(None),
             observer: None,
@@ -232,18 +236,21 @@ impl EventSink {
         let mut counts = self.counts.lock().unwrap();
         let count = counts.entry(source.to_string()).or_default();
         *count += 1;
-        if *count == MAX_EVENTS_PER_SOURCE + 1 {
+        if *count == self.budget + 1 {
             drop(counts);
             self.emit(
                 "host",
                 EventBody::Log {
                     level: "warn",
-                    message: format!("{source} exceeded {MAX_EVENTS_PER_SOURCE} events; further events from it are dropped"),
+                    message: format!(
+                        "{source} exceeded {} events; further events from it are dropped",
+                        self.budget
+                    ),
                 },
             );
             return false;
         }
-        *count <= MAX_EVENTS_PER_SOURCE
+        *count <= self.budget
     }
 }
 
@@ -330,6 +337,42 @@ impl Host for PluginState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flooding_source_is_cut_off_with_one_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.ndjson");
+        let mut sink = EventSink::new("r1", &path, None, Arc::default()).unwrap();
+        sink.budget = 5;
+        for i in 0..100 {
+            sink.emit(
+                "flooder",
+                EventBody::AgentMessage {
+                    text: format!("{i}"),
+                },
+            );
+        }
+        sink.emit(
+            "other",
+            EventBody::AgentMessage {
+                text: "still heard".into(),
+            },
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.contains("\"source\":\"flooder\""))
+                .count(),
+            5
+        );
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.contains("further events from it are dropped"))
+                .count(),
+            1
+        );
+        assert!(text.contains("still heard"));
+    }
 
     #[test]
     fn truncates_long_fields_on_char_boundaries() {

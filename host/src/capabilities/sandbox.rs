@@ -27,8 +27,14 @@ const MAX_READ_BYTES: u64 = 64 << 20;
 pub struct SandboxBroker {
     sandbox: Mutex<ActiveSandbox>,
     details: SandboxDetails,
-    workspace: Dir,
+    files: WorkspaceFiles,
     logs: Arc<dyn OutputTee>,
+}
+
+/// File access to the workspace on a driver's behalf, confined to its root.
+pub struct WorkspaceFiles {
+    root: Dir,
+    readonly: bool,
 }
 
 impl SandboxBroker {
@@ -38,10 +44,11 @@ impl SandboxBroker {
         workspace_root: &std::path::Path,
         logs: Arc<dyn OutputTee>,
     ) -> std::io::Result<SandboxBroker> {
+        let files = WorkspaceFiles::open(workspace_root, details.readonly_workspace)?;
         Ok(SandboxBroker {
             sandbox: Mutex::new(sandbox),
             details,
-            workspace: Dir::open_ambient_dir(workspace_root, ambient_authority())?,
+            files,
             logs,
         })
     }
@@ -74,48 +81,53 @@ impl SandboxBroker {
         let mut sandbox = self.sandbox.lock().await;
         sandbox.destroy().await
     }
+}
+
+impl WorkspaceFiles {
+    pub fn open(root: &std::path::Path, readonly: bool) -> std::io::Result<WorkspaceFiles> {
+        Ok(WorkspaceFiles {
+            root: Dir::open_ambient_dir(root, ambient_authority())?,
+            readonly,
+        })
+    }
 
     fn ensure_writable(&self) -> Result<(), Error> {
-        if self.details.readonly_workspace {
+        if self.readonly {
             Err(Error::Denied("the workspace is read-only".into()))
         } else {
             Ok(())
         }
     }
 
-    fn read_file(&self, path: &str) -> Result<Vec<u8>, Error> {
-        let file = self.workspace.open(path).map_err(|e| io_error(path, e))?;
+    pub fn read_file(&self, path: &str) -> Result<Vec<u8>, Error> {
+        let file = self.root.open(path).map_err(|e| io_error(path, e))?;
         let size = file.metadata().map_err(|e| io_error(path, e))?.len();
         if size > MAX_READ_BYTES {
             return Err(Error::Failed(format!(
                 "{path} is {size} bytes; the limit is {MAX_READ_BYTES}"
             )));
         }
-        self.workspace.read(path).map_err(|e| io_error(path, e))
+        self.root.read(path).map_err(|e| io_error(path, e))
     }
 
-    fn write_file(&self, path: &str, contents: &[u8]) -> Result<(), Error> {
+    pub fn write_file(&self, path: &str, contents: &[u8]) -> Result<(), Error> {
         self.ensure_writable()?;
         if let Some(parent) = std::path::Path::new(path)
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
         {
-            self.workspace
+            self.root
                 .create_dir_all(parent)
                 .map_err(|e| io_error(path, e))?;
         }
-        let mut file = self.workspace.create(path).map_err(|e| io_error(path, e))?;
+        let mut file = self.root.create(path).map_err(|e| io_error(path, e))?;
         file.write_all(contents).map_err(|e| io_error(path, e))
     }
 
-    fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, Error> {
+    pub fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, Error> {
         let path = if path.is_empty() { "." } else { path };
         let mut entries = Vec::new();
-        for entry in self
-            .workspace
-            .read_dir(path)
-            .map_err(|e| io_error(path, e))?
-        {
+        for entry in self.root.read_dir(path).map_err(|e| io_error(path, e))? {
             let entry = entry.map_err(|e| io_error(path, e))?;
             let meta = entry.metadata().map_err(|e| io_error(path, e))?;
             entries.push(DirEntry {
@@ -128,11 +140,9 @@ impl SandboxBroker {
         Ok(entries)
     }
 
-    fn remove_file(&self, path: &str) -> Result<(), Error> {
+    pub fn remove_file(&self, path: &str) -> Result<(), Error> {
         self.ensure_writable()?;
-        self.workspace
-            .remove_file(path)
-            .map_err(|e| io_error(path, e))
+        self.root.remove_file(path).map_err(|e| io_error(path, e))
     }
 }
 
@@ -169,7 +179,7 @@ impl Host for PluginState {
     }
 
     async fn read_file(&mut self, path: String) -> wasmtime::Result<Result<Vec<u8>, Error>> {
-        Ok(self.broker()?.read_file(&path))
+        Ok(self.broker()?.files.read_file(&path))
     }
 
     async fn write_file(
@@ -177,14 +187,62 @@ impl Host for PluginState {
         path: String,
         contents: Vec<u8>,
     ) -> wasmtime::Result<Result<(), Error>> {
-        Ok(self.broker()?.write_file(&path, &contents))
+        Ok(self.broker()?.files.write_file(&path, &contents))
     }
 
     async fn list_dir(&mut self, path: String) -> wasmtime::Result<Result<Vec<DirEntry>, Error>> {
-        Ok(self.broker()?.list_dir(&path))
+        Ok(self.broker()?.files.list_dir(&path))
     }
 
     async fn remove_file(&mut self, path: String) -> wasmtime::Result<Result<(), Error>> {
-        Ok(self.broker()?.remove_file(&path))
+        Ok(self.broker()?.files.remove_file(&path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_access_stays_inside_the_workspace() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "top secret").unwrap();
+        let root = outside.path().join("ws");
+        std::fs::create_dir(&root).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.txt"), root.join("link")).unwrap();
+        let files = WorkspaceFiles::open(&root, false).unwrap();
+
+        files.write_file("src/new.rs", b"fn main() {}").unwrap();
+        assert_eq!(files.read_file("src/new.rs").unwrap(), b"fn main() {}");
+        assert_eq!(
+            files
+                .list_dir("")
+                .unwrap()
+                .iter()
+                .map(|e| e.name.as_str())
+                .collect::<Vec<_>>(),
+            ["link", "src"]
+        );
+        for escape in [
+            "../secret.txt",
+            "link",
+            "/etc/passwd",
+            "src/../../secret.txt",
+        ] {
+            assert!(files.read_file(escape).is_err(), "{escape} was readable");
+        }
+        assert!(files.write_file("../planted.txt", b"x").is_err());
+        assert!(!outside.path().join("planted.txt").exists());
+
+        let readonly = WorkspaceFiles::open(&root, true).unwrap();
+        assert!(matches!(
+            readonly.write_file("x.txt", b"x"),
+            Err(Error::Denied(_))
+        ));
+        assert!(matches!(
+            readonly.remove_file("src/new.rs"),
+            Err(Error::Denied(_))
+        ));
+        assert!(readonly.read_file("src/new.rs").is_ok());
     }
 }
