@@ -110,6 +110,22 @@ async fn a_grant_admits_the_plugin_and_a_digest_pins_it() {
         .unwrap()
         .refusal()
         .is_none());
+
+    // Admitted, it reaches the docker interface, which fails closed while unbuilt.
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let agent = "agent:\n  driver: sneaky\n";
+    let request = RunRequest::new(
+        spec("sneaky", agent, "1m", workspace.path()),
+        home.path().into(),
+    );
+    let result = engine::run(&pinned_here, request).await.unwrap().result;
+    assert_eq!(result.status, RunStatus::Error);
+    let error = result.error.unwrap();
+    assert!(
+        error.contains("unavailable") && error.contains("docker"),
+        "{error}"
+    );
 }
 
 #[tokio::test]

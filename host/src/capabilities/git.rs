@@ -7,34 +7,24 @@ use crate::runtime::bindings::git::{
     CloneRequest, Credentials, FileChange, Host, RepoState, Signature,
 };
 use crate::runtime::bindings::types::Error;
-use crate::runtime::PluginState;
-
-fn not_built<T>() -> wasmtime::Result<Result<T, Error>> {
-    Ok(Err(Error::Unavailable(
-        "the git capability is not built into this agentgate yet; use workspace.source: local"
-            .into(),
-    )))
-}
+use crate::runtime::{Capability, PluginState};
 
 impl Host for PluginState {
     async fn clone(
         &mut self,
         _request: CloneRequest,
     ) -> wasmtime::Result<Result<RepoState, Error>> {
-        self.run.ensure_active()?;
-        not_built()
+        self.not_built(Capability::Git, "use workspace.source: local")
     }
     async fn status(&mut self, _repo: String) -> wasmtime::Result<Result<Vec<FileChange>, Error>> {
-        self.run.ensure_active()?;
-        not_built()
+        self.not_built(Capability::Git, "use workspace.source: local")
     }
     async fn diff(
         &mut self,
         _repo: String,
         _base: Option<String>,
     ) -> wasmtime::Result<Result<String, Error>> {
-        self.run.ensure_active()?;
-        not_built()
+        self.not_built(Capability::Git, "use workspace.source: local")
     }
     async fn commit_all(
         &mut self,
@@ -42,16 +32,14 @@ impl Host for PluginState {
         _message: String,
         _author: Signature,
     ) -> wasmtime::Result<Result<String, Error>> {
-        self.run.ensure_active()?;
-        not_built()
+        self.not_built(Capability::Git, "use workspace.source: local")
     }
     async fn checkout_new_branch(
         &mut self,
         _repo: String,
         _branch: String,
     ) -> wasmtime::Result<Result<(), Error>> {
-        self.run.ensure_active()?;
-        not_built()
+        self.not_built(Capability::Git, "use workspace.source: local")
     }
     async fn push(
         &mut self,
@@ -60,11 +48,9 @@ impl Host for PluginState {
         _refspec: String,
         _credentials: Credentials,
     ) -> wasmtime::Result<Result<(), Error>> {
-        self.run.ensure_active()?;
-        not_built()
+        self.not_built(Capability::Git, "use workspace.source: local")
     }
     async fn head(&mut self, _repo: String) -> wasmtime::Result<Result<RepoState, Error>> {
-        self.run.ensure_active()?;
-        not_built()
+        self.not_built(Capability::Git, "use workspace.source: local")
     }
 }

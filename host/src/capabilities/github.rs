@@ -5,27 +5,18 @@
 
 use crate::runtime::bindings::github::{Host, NewRepository, PullRequest, Repository};
 use crate::runtime::bindings::types::Error;
-use crate::runtime::PluginState;
-
-fn not_built<T>() -> wasmtime::Result<Result<T, Error>> {
-    Ok(Err(Error::Unavailable(
-        "the github capability is not built into this agentgate yet; use workspace.source: local"
-            .into(),
-    )))
-}
+use crate::runtime::{Capability, PluginState};
 
 impl Host for PluginState {
     async fn authenticated_user(&mut self) -> wasmtime::Result<Result<String, Error>> {
-        self.run.ensure_active()?;
-        not_built()
+        self.not_built(Capability::Github, "use workspace.source: local")
     }
     async fn get_repository(
         &mut self,
         _owner: String,
         _name: String,
     ) -> wasmtime::Result<Result<Repository, Error>> {
-        self.run.ensure_active()?;
-        not_built()
+        self.not_built(Capability::Github, "use workspace.source: local")
     }
     async fn fork_repository(
         &mut self,
@@ -33,15 +24,13 @@ impl Host for PluginState {
         _name: String,
         _organization: Option<String>,
     ) -> wasmtime::Result<Result<Repository, Error>> {
-        self.run.ensure_active()?;
-        not_built()
+        self.not_built(Capability::Github, "use workspace.source: local")
     }
     async fn create_repository(
         &mut self,
         _request: NewRepository,
     ) -> wasmtime::Result<Result<Repository, Error>> {
-        self.run.ensure_active()?;
-        not_built()
+        self.not_built(Capability::Github, "use workspace.source: local")
     }
     async fn generate_from_template(
         &mut self,
@@ -49,8 +38,7 @@ impl Host for PluginState {
         _template_name: String,
         _request: NewRepository,
     ) -> wasmtime::Result<Result<Repository, Error>> {
-        self.run.ensure_active()?;
-        not_built()
+        self.not_built(Capability::Github, "use workspace.source: local")
     }
     async fn create_pull_request(
         &mut self,
@@ -61,7 +49,6 @@ impl Host for PluginState {
         _base: String,
         _body: String,
     ) -> wasmtime::Result<Result<PullRequest, Error>> {
-        self.run.ensure_active()?;
-        not_built()
+        self.not_built(Capability::Github, "use workspace.source: local")
     }
 }

@@ -78,3 +78,18 @@ impl RunContext {
 }
 
 impl crate::runtime::bindings::types::Host for crate::runtime::PluginState {}
+
+impl crate::runtime::PluginState {
+    /// The answer of a capability whose host side is not built yet: `unavailable`,
+    /// saying what to use instead, so nothing silently does less than asked.
+    fn not_built<T>(
+        &self,
+        capability: crate::runtime::Capability,
+        instead: &str,
+    ) -> wasmtime::Result<Result<T, crate::runtime::bindings::types::Error>> {
+        self.run.ensure_active()?;
+        Ok(Err(crate::runtime::bindings::types::Error::Unavailable(
+            format!("the {capability} capability is not built into this agentgate yet; {instead}"),
+        )))
+    }
+}

@@ -143,54 +143,6 @@ impl Runtime {
         Instant::now() + self.limits.short_call
     }
 
-    pub async fn workspace_source(
-        &self,
-        plugin: &LoadedPlugin,
-        run: Arc<RunContext>,
-    ) -> Result<SourceInstance, PluginError> {
-        let mut store = self.new_store(plugin, run);
-        let bindings = guard(
-            plugin.name(),
-            "instantiate",
-            self.short_deadline(),
-            WorkspaceSource::instantiate_async(&mut store, plugin.component(), self.linker()),
-        )
-        .await?;
-        Ok(SourceInstance { store, bindings })
-    }
-
-    pub async fn sandbox_provider(
-        &self,
-        plugin: &LoadedPlugin,
-        run: Arc<RunContext>,
-    ) -> Result<ProviderInstance, PluginError> {
-        let mut store = self.new_store(plugin, run);
-        let bindings = guard(
-            plugin.name(),
-            "instantiate",
-            self.short_deadline(),
-            SandboxProvider::instantiate_async(&mut store, plugin.component(), self.linker()),
-        )
-        .await?;
-        Ok(ProviderInstance { store, bindings })
-    }
-
-    pub async fn agent_driver(
-        &self,
-        plugin: &LoadedPlugin,
-        run: Arc<RunContext>,
-    ) -> Result<DriverInstance, PluginError> {
-        let mut store = self.new_store(plugin, run);
-        let bindings = guard(
-            plugin.name(),
-            "instantiate",
-            self.short_deadline(),
-            AgentDriver::instantiate_async(&mut store, plugin.component(), self.linker()),
-        )
-        .await?;
-        Ok(DriverInstance { store, bindings })
-    }
-
     /// Instantiates `component` in a store where host interfaces trap, and asks it
     /// what it is.
     pub(crate) async fn describe(
@@ -238,8 +190,10 @@ pub trait PluginOutput {
     fn plugin_stdio(&self) -> Vec<u8>;
 }
 
+/// Defines a plugin instance type for one world, and the `Runtime` method that
+/// instantiates it in a fresh store for a run.
 macro_rules! instance {
-    ($name:ident, $bindings:ty) => {
+    ($name:ident, $bindings:ty, $constructor:ident) => {
         pub struct $name {
             store: Store<PluginState>,
             bindings: $bindings,
@@ -256,12 +210,32 @@ macro_rules! instance {
                 self.store.data().stdio()
             }
         }
+
+        impl Runtime {
+            pub async fn $constructor(
+                &self,
+                plugin: &LoadedPlugin,
+                run: Arc<RunContext>,
+            ) -> Result<$name, PluginError> {
+                let mut store = self.new_store(plugin, run);
+                let instantiate =
+                    <$bindings>::instantiate_async(&mut store, plugin.component(), self.linker());
+                let bindings = guard(
+                    plugin.name(),
+                    "instantiate",
+                    self.short_deadline(),
+                    instantiate,
+                )
+                .await?;
+                Ok($name { store, bindings })
+            }
+        }
     };
 }
 
-instance!(SourceInstance, WorkspaceSource);
-instance!(ProviderInstance, SandboxProvider);
-instance!(DriverInstance, AgentDriver);
+instance!(SourceInstance, WorkspaceSource, workspace_source);
+instance!(ProviderInstance, SandboxProvider, sandbox_provider);
+instance!(DriverInstance, AgentDriver, agent_driver);
 
 impl SourceInstance {
     pub async fn prepare(
