@@ -115,6 +115,9 @@ fn quickstart_runs_end_to_end() {
         );
     }
     assert!(events.contains("\"type\":\"output\""));
+    // The sandbox's private state is gone; the fresh workspace is kept.
+    assert!(!home.run_folder().join("sandbox").exists());
+    assert!(home.run_folder().join("workspace").is_dir());
 }
 
 #[test]

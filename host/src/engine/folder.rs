@@ -48,6 +48,19 @@ impl RunFolder {
         Ok(path)
     }
 
+    /// Removes a scratch directory and everything in it.
+    pub fn remove_scratch(&self, name: &str) -> std::io::Result<()> {
+        match std::fs::remove_dir_all(self.dir.join(name)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes a scratch directory that nothing was put in.
+    pub fn prune_scratch(&self, name: &str) {
+        let _ = std::fs::remove_dir(self.dir.join(name));
+    }
+
     pub fn output_logs(&self, redactor: Arc<Redactor>) -> std::io::Result<OutputLogs> {
         Ok(OutputLogs {
             redactor,

@@ -452,6 +452,10 @@ impl Run<'_> {
                 cleanup_errors.push(format!("destroying the sandbox: {e}"));
             }
         }
+        // The sandbox's private state (a throwaway HOME) goes with it.
+        if let Err(e) = self.folder.remove_scratch("sandbox") {
+            cleanup_errors.push(format!("removing the sandbox state: {e}"));
+        }
         if let (Some(info), Some(started)) = (self.sandbox.as_mut(), self.sandbox_started) {
             info.duration_ms = started.elapsed().as_millis() as u64;
         }
@@ -472,6 +476,7 @@ impl Run<'_> {
                 ));
             }
         }
+        self.folder.prune_scratch("workspace");
         for error in &cleanup_errors {
             self.events.host_log("error", format!("cleanup: {error}"));
         }
