@@ -285,7 +285,7 @@ impl Loader<'_> {
 
         let granted = match origin {
             PluginOrigin::Builtin => grants::builtin_grant(kind),
-            PluginOrigin::File(_) => self.grants.granted(&info.name, &digest),
+            PluginOrigin::File(_) => self.grants.granted(&info.name, &info.version, &digest),
         };
         let refusal = grants::check(&info.name, &imports, &granted).err();
         Ok(LoadedPlugin {

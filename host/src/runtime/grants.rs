@@ -122,6 +122,10 @@ pub fn classify_imports<'a>(names: impl IntoIterator<Item = &'a str>) -> Importe
 #[serde(deny_unknown_fields)]
 pub struct Grant {
     pub capabilities: BTreeSet<Capability>,
+    /// The plugin version `describe()` must report. When set, the grant holds only
+    /// for that version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// `sha256:<hex>` of the component file. When set, the grant holds only for
     /// exactly that build.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -193,10 +197,14 @@ impl Grants {
         Ok(())
     }
 
-    /// The capabilities granted to plugin `name` with component digest `digest`.
-    pub fn granted(&self, name: &str, digest: &str) -> BTreeSet<Capability> {
+    /// The capabilities granted to plugin `name` at `version` with component digest
+    /// `digest`. A grant pinned to another version or digest grants nothing.
+    pub fn granted(&self, name: &str, version: &str, digest: &str) -> BTreeSet<Capability> {
         match self.plugins.get(name) {
-            Some(grant) if grant.digest.as_deref().is_none_or(|d| d == digest) => {
+            Some(grant)
+                if grant.version.as_deref().is_none_or(|v| v == version)
+                    && grant.digest.as_deref().is_none_or(|d| d == digest) =>
+            {
                 grant.capabilities.clone()
             }
             _ => BTreeSet::new(),
@@ -295,12 +303,15 @@ mod tests {
     }
 
     #[test]
-    fn digest_pins_a_grant() {
+    fn version_and_digest_pin_a_grant() {
         let mut grants = Grants::default();
         grants.add_flag("p=events,sandbox").unwrap();
-        assert_eq!(grants.granted("p", "sha256:aa").len(), 2);
+        assert_eq!(grants.granted("p", "1.0.0", "sha256:aa").len(), 2);
+        grants.plugins.get_mut("p").unwrap().version = Some("1.0.0".into());
+        assert_eq!(grants.granted("p", "1.0.0", "sha256:aa").len(), 2);
+        assert!(grants.granted("p", "1.1.0", "sha256:aa").is_empty());
         grants.plugins.get_mut("p").unwrap().digest = Some("sha256:bb".into());
-        assert!(grants.granted("p", "sha256:aa").is_empty());
+        assert!(grants.granted("p", "1.0.0", "sha256:aa").is_empty());
         assert!(grants.add_flag("p=root").is_err());
         assert!(grants.add_flag("=events").is_err());
     }
