@@ -268,7 +268,7 @@ fn bounded(mut s: String) -> String {
     s
 }
 
-pub fn pipe_name(pipe: OutputPipe) -> &'static str {
+fn pipe_name(pipe: OutputPipe) -> &'static str {
     match pipe {
         OutputPipe::Stdout => "stdout",
         OutputPipe::Stderr => "stderr",

@@ -123,7 +123,7 @@ impl crate::runtime::bindings::execution::Host for PluginState {}
 
 impl HostExecution for PluginState {
     async fn id(&mut self, this: Resource<Execution>) -> wasmtime::Result<String> {
-        Ok(self.table.get(&this)?.id.clone())
+        Ok(self.table.get(&this)?.id().to_string())
     }
 
     async fn read(&mut self, this: Resource<Execution>, wait_ms: u32) -> wasmtime::Result<Output> {

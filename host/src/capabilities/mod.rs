@@ -79,6 +79,19 @@ impl RunContext {
 
 impl crate::runtime::bindings::types::Host for crate::runtime::PluginState {}
 
+/// The contract's `invalid-spec` error for `path` (relative to the request).
+pub(crate) fn invalid_spec(
+    path: &str,
+    message: impl Into<String>,
+) -> crate::runtime::bindings::types::Error {
+    crate::runtime::bindings::types::Error::InvalidSpec(
+        crate::runtime::bindings::types::FieldError {
+            path: path.to_string(),
+            message: message.into(),
+        },
+    )
+}
+
 impl crate::runtime::PluginState {
     /// The answer of a capability whose host side is not built yet: `unavailable`,
     /// saying what to use instead, so nothing silently does less than asked.

@@ -60,12 +60,7 @@ impl SandboxBroker {
     /// Runs a command in the sandbox on behalf of a driver.
     pub async fn exec(&self, request: ExecRequest) -> Result<Execution, Error> {
         if request.argv.is_empty() {
-            return Err(Error::InvalidSpec(
-                crate::runtime::bindings::types::FieldError {
-                    path: "argv".into(),
-                    message: "the command is empty".into(),
-                },
-            ));
+            return Err(super::invalid_spec("argv", "the command is empty"));
         }
         let mut sandbox = self.sandbox.lock().await;
         let mut execution = sandbox

@@ -30,7 +30,7 @@ use crate::runtime::bindings::types::{EnvVar, Label, Mount, NetworkMode, Resourc
 use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::source::{
     PreparedWorkspace, WorkspaceRequest,
 };
-use crate::runtime::instance::{PluginOutput, SourceInstance};
+use crate::runtime::instance::SourceInstance;
 use crate::runtime::{LoadedPlugin, PluginError, Runtime};
 use crate::taskspec::{self, Network, TaskSpec};
 
@@ -173,7 +173,6 @@ pub async fn run(runtime: &Runtime, mut request: RunRequest) -> Result<RunReport
         broker: None,
         sandbox: None,
         sandbox_started: None,
-        workspace_record: None,
     };
 
     let limits = request.spec.spec.convergence.as_ref().map(|c| &c.limits);
@@ -218,7 +217,6 @@ struct Run<'a> {
     broker: Option<Arc<SandboxBroker>>,
     sandbox: Option<SandboxInfo>,
     sandbox_started: Option<Instant>,
-    workspace_record: Option<WorkspaceRecord>,
 }
 
 impl Run<'_> {
@@ -294,12 +292,6 @@ impl Run<'_> {
         let workspace = materialize(&prepared).map_err(|e| Outcome::host(e.to_string()))?;
         self.events
             .host_log("info", format!("workspace: {}", prepared.description));
-        self.workspace_record = Some(WorkspaceRecord {
-            source: self.spec.spec.execution.workspace.source.clone(),
-            root: workspace.root.display().to_string(),
-            readonly: workspace.readonly,
-            description: prepared.description.clone(),
-        });
         self.before = Some(
             Snapshot::take(&workspace.root)
                 .map_err(|e| Outcome::host(format!("reading the workspace: {e}")))?,
@@ -575,7 +567,12 @@ impl Run<'_> {
                 ("sandbox".to_string(), plugin_record(self.plugins.provider)),
                 ("agent".to_string(), plugin_record(self.plugins.driver)),
             ]),
-            workspace: self.workspace_record.clone(),
+            workspace: self.workspace.as_ref().map(|w| WorkspaceRecord {
+                source: self.spec.spec.execution.workspace.source.clone(),
+                root: w.root.display().to_string(),
+                readonly: w.readonly,
+                description: w.description.clone(),
+            }),
             sandbox: self.sandbox.clone(),
             agent,
             modified_files,

@@ -21,6 +21,8 @@ pub struct Workspace {
     pub readonly: bool,
     /// The host created the root and removes it at cleanup.
     pub remove_at_cleanup: bool,
+    /// The source plugin's one-line description.
+    pub description: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +92,7 @@ pub fn materialize(prepared: &PreparedWorkspace) -> Result<Workspace, WorkspaceE
         root,
         readonly: prepared.readonly,
         remove_at_cleanup: created && prepared.lifetime == Lifetime::Temporary,
+        description: prepared.description.clone(),
     })
 }
 

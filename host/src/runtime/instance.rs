@@ -185,11 +185,6 @@ impl Runtime {
     }
 }
 
-/// What a plugin printed on its own stdout/stderr during the run.
-pub trait PluginOutput {
-    fn plugin_stdio(&self) -> Vec<u8>;
-}
-
 /// Defines a plugin instance type for one world, and the `Runtime` method that
 /// instantiates it in a fresh store for a run.
 macro_rules! instance {
@@ -203,10 +198,9 @@ macro_rules! instance {
             fn plugin(&self) -> Arc<str> {
                 self.store.data().plugin.clone()
             }
-        }
 
-        impl PluginOutput for $name {
-            fn plugin_stdio(&self) -> Vec<u8> {
+            /// What the plugin printed on its own stdout/stderr during the run.
+            pub fn plugin_stdio(&self) -> Vec<u8> {
                 self.store.data().stdio()
             }
         }
@@ -368,10 +362,6 @@ impl ActiveSandbox {
         self.instance.store.data().processes.kill_all();
         result??;
         Ok(())
-    }
-
-    pub fn plugin_stdio(&self) -> Vec<u8> {
-        self.instance.plugin_stdio()
     }
 }
 

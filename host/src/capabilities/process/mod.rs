@@ -18,6 +18,7 @@ use tokio::io::AsyncWriteExt;
 use wasmtime::component::Resource;
 
 use super::execution::{Execution, Kill};
+use super::invalid_spec;
 use crate::runtime::bindings::process::{Host, SpawnRequest};
 use crate::runtime::bindings::types::Error;
 use crate::runtime::PluginState;
@@ -36,10 +37,6 @@ impl ProcessGroup {
             pgid,
             finished: AtomicBool::new(false),
         }
-    }
-
-    pub fn pgid(&self) -> libc::pid_t {
-        self.pgid
     }
 
     /// SIGKILLs every member. Returns false when the group was already gone.
@@ -104,11 +101,11 @@ struct Launch {
 impl Launch {
     fn from_request(request: SpawnRequest) -> Result<Launch, Error> {
         if request.argv.is_empty() || request.argv[0].is_empty() {
-            return Err(invalid("argv", "the command is empty"));
+            return Err(invalid_spec("argv", "the command is empty"));
         }
         let cwd = Path::new(&request.cwd);
         if !cwd.is_absolute() {
-            return Err(invalid(
+            return Err(invalid_spec(
                 "cwd",
                 format!("{:?} is not an absolute path", request.cwd),
             ));
@@ -130,13 +127,6 @@ impl Launch {
             isolation: Isolation::from_request(request.isolation)?,
         })
     }
-}
-
-fn invalid(path: &str, message: impl Into<String>) -> Error {
-    Error::InvalidSpec(crate::runtime::bindings::types::FieldError {
-        path: path.to_string(),
-        message: message.into(),
-    })
 }
 
 /// Starts `launch` in a new process group and returns its execution.
