@@ -3,74 +3,13 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
+use std::process::Command;
 
-use support::{eventually, fixture_plugins, process_is_dead, repo_root, shell_agent, task_spec};
-
-struct Home {
-    dir: tempfile::TempDir,
-}
-
-impl Home {
-    fn new() -> Home {
-        Home {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn agentgate(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_agentgate"))
-            .args(args)
-            .env("AGENTGATE_HOME", self.dir.path())
-            .env_remove("AGENTGATE_PLUGIN_PATH")
-            .env("HOST_ONLY_SECRET", "must-not-leak")
-            // The seed examples reference these.
-            .env("GIT_TOKEN", "t")
-            .env("DATABASE_URL", "postgres://db")
-            .env("API_KEY", "k")
-            .current_dir(repo_root())
-            .output()
-            .expect("running agentgate")
-    }
-
-    /// Writes a TaskSpec and runs it.
-    fn run_spec(&self, yaml: &str) -> Output {
-        let path = self.dir.path().join("task.yaml");
-        std::fs::write(&path, yaml).unwrap();
-        self.agentgate(&["run", path.to_str().unwrap()])
-    }
-
-    /// The only run folder.
-    fn run_folder(&self) -> PathBuf {
-        let runs: Vec<_> = std::fs::read_dir(self.dir.path().join("runs"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        assert_eq!(runs.len(), 1, "{runs:?}");
-        runs[0].clone()
-    }
-
-    fn result(&self) -> serde_json::Value {
-        let text = std::fs::read_to_string(self.run_folder().join("result.json")).unwrap();
-        serde_json::from_str(&text).unwrap()
-    }
-
-    fn log(&self, name: &str) -> String {
-        std::fs::read_to_string(self.run_folder().join(name)).unwrap_or_default()
-    }
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn local_subprocess(workspace: &Path, readonly: bool, timeout: &str, agent: &str) -> String {
-    format!(
-        "workspace:\n  source: local\n  path: {}\n  readonly: {readonly}\nsandbox:\n  provider: subprocess\n  resources:\n    timeout: {timeout}\n  environment:\n    FROM_SPEC: yes-please\n{agent}",
-        workspace.display()
-    )
-}
+use support::{
+    eventually, fixture_plugins, local_subprocess, processes_with_arg, repo_root,
+    shell_agent, stderr, task_spec, Home,
+};
 
 #[test]
 fn quickstart_runs_end_to_end() {
@@ -173,7 +112,9 @@ fn a_readonly_workspace_without_an_enforcing_sandbox_is_refused() {
 fn a_timeout_kills_a_background_grandchild() {
     let home = Home::new();
     let workspace = tempfile::tempdir().unwrap();
-    let agent = shell_agent("sleep 300 &\necho $! > grandchild.pid\nwait");
+    // A unique argument finds the grandchild on the host: inside the sandbox it has a
+    // pid of its own namespace.
+    let agent = shell_agent("sleep 300.101 &\ntouch started\nwait");
     let output = home.run_spec(&task_spec(
         "timeout",
         "wait forever",
@@ -182,14 +123,11 @@ fn a_timeout_kills_a_background_grandchild() {
 
     assert_eq!(output.status.code(), Some(4), "{}", stderr(&output));
     assert_eq!(home.result()["status"], "timedOut");
-    let pid: i32 = std::fs::read_to_string(workspace.path().join("grandchild.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    assert!(workspace.path().join("started").exists());
     assert!(
-        eventually(5, || process_is_dead(pid)),
-        "grandchild {pid} survived the timeout"
+        eventually(5, || processes_with_arg("300.101").is_empty()),
+        "the grandchild survived the timeout: {:?}",
+        processes_with_arg("300.101")
     );
 }
 
@@ -427,7 +365,7 @@ fn secrets_are_masked_in_events_logs_and_results() {
 fn an_interrupted_run_cleans_up_and_exits_130() {
     let home = Home::new();
     let workspace = tempfile::tempdir().unwrap();
-    let agent = shell_agent("echo $$ > agent.pid\nsleep 300");
+    let agent = shell_agent("touch started\nsleep 300.102");
     let path = home.dir.path().join("task.yaml");
     std::fs::write(
         &path,
@@ -444,14 +382,7 @@ fn an_interrupted_run_cleans_up_and_exits_130() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let pid_file = workspace.path().join("agent.pid");
-    assert!(eventually(30, || std::fs::read_to_string(&pid_file)
-        .is_ok_and(|s| s.ends_with('\n'))));
-    let agent_pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    assert!(eventually(30, || !processes_with_arg("300.102").is_empty()));
 
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -459,8 +390,8 @@ fn an_interrupted_run_cleans_up_and_exits_130() {
     assert_eq!(status.code(), Some(130));
     assert_eq!(home.result()["status"], "cancelled");
     assert!(
-        eventually(5, || process_is_dead(agent_pid)),
-        "agent {agent_pid} survived the cancel"
+        eventually(5, || processes_with_arg("300.102").is_empty()),
+        "the agent survived the cancel"
     );
 }
 

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 /// The directory holding the fixture plugins (`hostile-driver`, `sneaky-docker`).
 pub fn fixture_plugins() -> PathBuf {
@@ -64,4 +65,86 @@ pub fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// An AGENTGATE_HOME of its own for one test, and the `agentgate` binary run in it.
+pub struct Home {
+    pub dir: tempfile::TempDir,
+}
+
+impl Home {
+    pub fn new() -> Home {
+        Home {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn agentgate(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_agentgate"))
+            .args(args)
+            .env("AGENTGATE_HOME", self.dir.path())
+            .env_remove("AGENTGATE_PLUGIN_PATH")
+            .env("HOST_ONLY_SECRET", "must-not-leak")
+            // The seed examples reference these.
+            .env("GIT_TOKEN", "t")
+            .env("DATABASE_URL", "postgres://db")
+            .env("API_KEY", "k")
+            .current_dir(repo_root())
+            .output()
+            .expect("running agentgate")
+    }
+
+    /// Writes a TaskSpec and runs it.
+    pub fn run_spec(&self, yaml: &str) -> Output {
+        let path = self.dir.path().join("task.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        self.agentgate(&["run", path.to_str().unwrap()])
+    }
+
+    /// The only run folder.
+    pub fn run_folder(&self) -> PathBuf {
+        let runs: Vec<_> = std::fs::read_dir(self.dir.path().join("runs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        runs[0].clone()
+    }
+
+    pub fn result(&self) -> serde_json::Value {
+        let text = std::fs::read_to_string(self.run_folder().join("result.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    pub fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.run_folder().join(name)).unwrap_or_default()
+    }
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A `local` workspace at `workspace` in a `subprocess` sandbox.
+pub fn local_subprocess(workspace: &Path, readonly: bool, timeout: &str, agent: &str) -> String {
+    format!(
+        "workspace:\n  source: local\n  path: {}\n  readonly: {readonly}\nsandbox:\n  provider: subprocess\n  resources:\n    timeout: {timeout}\n  environment:\n    FROM_SPEC: yes-please\n{agent}",
+        workspace.display()
+    )
+}
+
+/// Host pids of live processes whose command line has `arg` as one argument. Processes
+/// in a sandbox have other pids inside it, so tests find them by a unique argument.
+pub fn processes_with_arg(arg: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if cmdline.split(|&b| b == 0).any(|a| a == arg.as_bytes()) && !process_is_dead(pid) {
+            found.push(pid);
+        }
+    }
+    found
 }

@@ -17,7 +17,7 @@ use wasmtime::component::Resource;
 
 use super::execution::{Execution, OutputTee};
 use crate::runtime::bindings::sandbox::{DirEntry, Host, SandboxDetails};
-use crate::runtime::bindings::types::{Error, ExecRequest};
+use crate::runtime::bindings::types::{Error, ExecRequest, ResourceUsage};
 use crate::runtime::instance::ActiveSandbox;
 use crate::runtime::PluginState;
 
@@ -69,6 +69,12 @@ impl SandboxBroker {
             .map_err(|e| Error::Failed(e.to_string()))??;
         execution.set_tee(self.logs.clone());
         Ok(execution)
+    }
+
+    /// The sandbox's resource use so far (cumulative: CPU since it started, peak memory,
+    /// whether it ran out of memory).
+    pub async fn stats(&self) -> Result<ResourceUsage, crate::runtime::PluginError> {
+        self.sandbox.lock().await.stats().await
     }
 
     /// Destroys the sandbox. Called once at cleanup, whatever happened before.

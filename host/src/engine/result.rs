@@ -104,6 +104,9 @@ pub struct ResourceUsage {
     pub memory_mb: f64,
     #[serde(rename = "peakMemoryMB")]
     pub peak_memory_mb: f64,
+    /// The kernel killed a process of the sandbox for lack of memory.
+    #[serde(rename = "oomKilled")]
+    pub oom_killed: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -13,7 +13,8 @@ use super::changes::{FileChange, Snapshot};
 use super::folder::RunFolder;
 use super::plugins::Plugins;
 use super::result::{
-    AgentRecord, PluginRecord, RunResult, RunStatus, SandboxInfo, WorkspaceRecord, RESULT_VERSION,
+    AgentRecord, PluginRecord, ResourceUsage, RunResult, RunStatus, SandboxInfo, WorkspaceRecord,
+    RESULT_VERSION,
 };
 use super::workspace::{materialize, Workspace};
 use crate::capabilities::events::PhaseStatus;
@@ -132,6 +133,8 @@ pub async fn run(runtime: &Runtime, mut request: RunRequest) -> Result<RunReport
                 .join("\n"),
         )
     })?;
+
+    check_mount_sources(&request.spec)?;
 
     let run_id = uuid::Uuid::now_v7().simple().to_string();
     let folder = RunFolder::create(&request.home, &run_id).map_err(|e| {
@@ -439,6 +442,7 @@ impl Run<'_> {
     async fn finish(&mut self, outcome: Outcome) -> RunResult {
         let since = self.begin("cleanup");
         let mut cleanup_errors = Vec::new();
+        let outcome = self.record_resource_usage(outcome).await;
         if let Some(broker) = self.broker.take() {
             if let Err(e) = broker.destroy().await {
                 cleanup_errors.push(format!("destroying the sandbox: {e}"));
@@ -486,6 +490,48 @@ impl Run<'_> {
                 .host_log("error", format!("writing result.json: {e}"));
         }
         result
+    }
+
+    /// Reads the sandbox's resource use before it is destroyed: the counters are
+    /// cumulative (CPU time, peak memory), so reading them once at the end gives the
+    /// whole run. A sandbox that ran out of memory turns a failed agent into a failure
+    /// that says so.
+    async fn record_resource_usage(&mut self, outcome: Outcome) -> Outcome {
+        let (Some(broker), Some(info)) = (self.broker.as_ref(), self.sandbox.as_mut()) else {
+            return outcome;
+        };
+        let usage = match broker.stats().await {
+            Ok(usage) => usage,
+            Err(e) => {
+                self.events
+                    .host_log("info", format!("no resource usage for the sandbox: {e}"));
+                return outcome;
+            }
+        };
+        const MIB: f64 = 1024.0 * 1024.0;
+        info.resource_usage = Some(ResourceUsage {
+            cpu_percent: (usage.cpu_percent * 10.0).round() / 10.0,
+            memory_mb: (usage.memory_bytes as f64 / MIB * 10.0).round() / 10.0,
+            peak_memory_mb: (usage.peak_memory_bytes as f64 / MIB * 10.0).round() / 10.0,
+            oom_killed: usage.oom_killed,
+        });
+        if !usage.oom_killed {
+            return outcome;
+        }
+        let limit = self.spec.spec.execution.sandbox.resources.memory_bytes;
+        let message = format!(
+            "OOMKilled: the sandbox ran out of memory{} and the kernel killed the agent; \
+             raise sandbox.resources.memory or make the task use less",
+            limit.map_or(String::new(), |l| format!(" (limit {} MiB)", l >> 20))
+        );
+        self.events.host_log("error", message.clone());
+        match outcome {
+            Outcome::Agent(agent) if !agent.success => Outcome::Failed {
+                status: RunStatus::Failed,
+                message,
+            },
+            other => other,
+        }
     }
 
     fn collect_changes(&mut self) -> Vec<FileChange> {
@@ -578,6 +624,21 @@ impl Run<'_> {
             modified_files,
         }
     }
+}
+
+/// Every `sandbox.mounts` source must exist before anything starts: a typo found after
+/// the workspace was cloned wastes the run, and a sandbox must never create host paths.
+fn check_mount_sources(spec: &TaskSpec) -> Result<(), RunError> {
+    for (index, mount) in spec.spec.execution.sandbox.mounts.iter().enumerate() {
+        if let Err(e) = std::fs::metadata(&mount.source) {
+            return Err(RunError::Invalid(format!(
+                "spec.execution.sandbox.mounts[{index}].source: {} cannot be mounted ({e}); \
+                 create it or fix the path",
+                mount.source
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn agent_task(

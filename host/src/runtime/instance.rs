@@ -19,7 +19,7 @@ use super::bindings::sandbox_provider::exports::agentgate::plugin::provider::{
     SandboxRequest, SandboxSummary,
 };
 use super::bindings::sandbox_provider::SandboxProvider;
-use super::bindings::types::{Error, ExecRequest, PluginInfo};
+use super::bindings::types::{Error, ExecRequest, PluginInfo, ResourceUsage};
 use super::bindings::workspace_source::exports::agentgate::plugin::source::{
     PreparedWorkspace, WorkspaceRequest,
 };
@@ -345,6 +345,20 @@ impl ActiveSandbox {
         }
     }
 
+    /// The sandbox's resource use so far, as the provider measures it.
+    pub async fn stats(&mut self) -> Result<ResourceUsage, PluginError> {
+        let plugin = self.instance.plugin();
+        let handle = self.handle().map_err(|e| PluginError::Trapped {
+            plugin: plugin.to_string(),
+            call: "stats",
+            trap: e.to_string(),
+        })?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let guest = self.instance.bindings.agentgate_plugin_provider().sandbox();
+        let call = guest.call_stats(&mut self.instance.store, handle);
+        reported(&plugin, "stats", guard(&plugin, "stats", deadline, call).await?)
+    }
+
     /// Destroys the sandbox and kills everything the provider started. Idempotent.
     pub async fn destroy(&mut self) -> anyhow::Result<()> {
         let Some(handle) = self.handle.take() else {
@@ -359,7 +373,7 @@ impl ActiveSandbox {
             .map(|r| reported(&plugin, "destroy", r));
         let _ = handle.resource_drop_async(&mut self.instance.store).await;
         // Whatever the plugin did, nothing it started outlives the sandbox.
-        self.instance.store.data().processes.kill_all();
+        self.instance.store.data().processes.close();
         result??;
         Ok(())
     }

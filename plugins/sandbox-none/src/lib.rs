@@ -78,7 +78,7 @@ impl HostSandbox {
             keep_stdin_open: request.keep_stdin_open,
             timeout_ms: request.timeout_ms,
             isolation: Isolation {
-                readonly_paths: vec![],
+                sealed: None,
                 limits: None,
                 network: None,
             },
@@ -276,7 +276,7 @@ mod tests {
         assert_eq!(
             spawn.isolation,
             Isolation {
-                readonly_paths: vec![],
+                sealed: None,
                 limits: None,
                 network: None
             }

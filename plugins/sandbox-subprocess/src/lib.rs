@@ -1,108 +1,153 @@
-//! Sandbox provider `subprocess`: run commands as confined processes on the host.
+//! Sandbox provider `subprocess`: run commands sealed in a sandbox of their own,
+//! without a container engine.
 //!
-//! Lighter than Docker, stricter than `none`. Every command gets a clean environment
-//! (only the TaskSpec's `environment`, a fixed `PATH`, and `HOME`/`TMPDIR` in the
-//! sandbox's private state directory — no host variables, so no leaked tokens) and the
-//! confinement the TaskSpec asks for, which the host's `process` capability enforces or
-//! refuses: a read-only workspace (read-only bind in a private mount namespace),
-//! `network: none` (an empty network namespace), and cpu/memory/pids limits (cgroups,
-//! which the host refuses with `unavailable` until it can enforce them).
-//! What it cannot enforce at all, a disk quota or extra mounts, fails closed at `create`.
-//! Commands still see the host's filesystem at its real paths, so the workdir reported
-//! to drivers is the workspace's host path; `/workspace/...` paths are mapped onto it.
+//! The host's `process` capability does the sealing (bubblewrap: user, mount, pid,
+//! ipc, uts and network namespaces, no capabilities, seccomp, a cgroup) and refuses to
+//! run when the machine cannot; this plugin only decides what goes in. The agent sees
+//! the system's programs and `/etc` read-only, the workspace at `workdir` (read-only
+//! when asked), its own `HOME` at [`HOME`] backed by the sandbox's private state dir,
+//! an empty `/tmp`, and the TaskSpec's `mounts`; nothing else of the host. Every
+//! command of the sandbox shares one cgroup with the TaskSpec's cpu, memory and pids
+//! limits; `stats` reads it. `network: none` is an empty network namespace, `bridge` an
+//! isolated one with outbound access (slirp4netns), `host` the host's network.
+//! A disk quota it cannot enforce, so `resources.disk` is refused at `create`.
 
 use agentgate_plugin_sdk::host::execution::Execution;
-use agentgate_plugin_sdk::host::process::{self, Isolation, SpawnRequest};
-use agentgate_plugin_sdk::host::types::{ExecRequest, NetworkMode, ResourceUsage, Resources};
+use agentgate_plugin_sdk::host::process::{self, Isolation, SealedView, SpawnRequest};
+use agentgate_plugin_sdk::host::types::{
+    ExecRequest, Mount, NetworkMode, ResourceUsage, Resources,
+};
 use agentgate_plugin_sdk::sandbox_provider::provider::{
     self, Guest as Provider, GuestSandbox, Leftover, SandboxRequest, SandboxSummary,
 };
 use agentgate_plugin_sdk::sandbox_provider::Guest;
-use agentgate_plugin_sdk::{env_var, error, events, paths, EnvVar, Error, PluginInfo, PluginKind};
+use agentgate_plugin_sdk::{
+    env_var, error, events, options, paths, EnvVar, Error, PluginInfo, PluginKind,
+};
 
 /// The `PATH` every command gets, unless the TaskSpec's `environment` sets one.
 const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Where the sandbox's private state dir appears, and the commands' `HOME`.
+const HOME: &str = "/home/agent";
+
+const OPTIONS_SCHEMA: &str = r#"{
+  "type": "object",
+  "additionalProperties": false,
+  "properties": {
+    "pids": {
+      "description": "Most processes and threads the sandbox may hold at once (default 4096).",
+      "type": "integer", "minimum": 8, "maximum": 4194304
+    }
+  }
+}"#;
+
+/// `sandbox.options`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubprocessOptions {
+    pids: Option<u32>,
+}
 
 /// Refuses what this provider cannot enforce. Pure, so it is tested natively.
 fn check_request(request: &SandboxRequest) -> Result<(), Error> {
     if request.resources.disk_bytes.is_some() {
         return Err(error::unavailable(
-            "sandbox provider `subprocess` cannot enforce `resources.disk`: disk limits need \
+            "sandbox provider `subprocess` cannot enforce `resources.disk`: the workspace and \
+             HOME are host directories without a quota; remove the limit or use \
              `provider: docker` with a quota-capable storage driver",
         ));
     }
-    if !request.mounts.is_empty() {
-        return Err(error::unavailable(
-            "sandbox provider `subprocess` does not support `mounts` yet; use `provider: docker`",
+    if !request.workdir.starts_with('/') {
+        return Err(error::invalid_spec(
+            "workdir",
+            format!("`{}` must be an absolute path", request.workdir),
         ));
     }
     Ok(())
 }
 
 /// The confinement applied to every command of the sandbox. Pure.
-fn isolation(request: &SandboxRequest) -> Isolation {
+fn isolation(request: &SandboxRequest, options: &SubprocessOptions) -> Isolation {
     let r = &request.resources;
-    let limited = r.cpu_millicores.is_some() || r.memory_bytes.is_some() || r.pids.is_some();
-    Isolation {
-        readonly_paths: if request.workspace.readonly {
-            vec![request.workspace.host_path.clone()]
-        } else {
-            vec![]
+    let mut binds = vec![
+        Mount {
+            source: request.workspace.host_path.clone(),
+            target: request.workdir.clone(),
+            readonly: request.workspace.readonly,
         },
+        Mount {
+            source: request.state_dir.clone(),
+            target: HOME.into(),
+            readonly: false,
+        },
+    ];
+    binds.extend(request.mounts.iter().cloned());
+    Isolation {
+        sealed: Some(SealedView { binds }),
         // Timeouts are enforced per spawn and by the host; disk was refused above.
-        limits: limited.then_some(Resources {
+        limits: Some(Resources {
             cpu_millicores: r.cpu_millicores,
             memory_bytes: r.memory_bytes,
             disk_bytes: None,
-            pids: r.pids,
+            pids: options.pids.or(r.pids),
             timeout_ms: None,
         }),
-        network: match request.network {
-            NetworkMode::None => Some(NetworkMode::None),
-            NetworkMode::Bridge | NetworkMode::Host => None,
-        },
+        network: Some(request.network),
     }
 }
 
 /// Human description of `isolation`, for the run's result. Pure.
 fn describe_isolation(isolation: &Isolation) -> String {
-    let mut parts = vec!["subprocess: clean environment".to_string()];
-    parts.push(if isolation.readonly_paths.is_empty() {
-        "writable workspace".into()
-    } else {
-        "read-only workspace".into()
-    });
-    parts.push(match isolation.network {
-        Some(NetworkMode::None) => "no network".into(),
-        _ => "host network".into(),
-    });
-    if let Some(limits) = &isolation.limits {
-        let mut l = Vec::new();
-        if let Some(cpu) = limits.cpu_millicores {
-            l.push(format!("cpu {cpu}m"));
-        }
-        if let Some(memory) = limits.memory_bytes {
-            l.push(format!("memory {} MiB", memory / (1024 * 1024)));
-        }
-        if let Some(pids) = limits.pids {
-            l.push(format!("pids {pids}"));
-        }
-        parts.push(format!("cgroup limits ({})", l.join(", ")));
-    } else {
-        parts.push("no resource limits".into());
+    let mut parts = vec![
+        "subprocess: sealed by bubblewrap (own user, mount, pid, ipc, uts and network namespaces; \
+         no capabilities; seccomp)"
+            .to_string(),
+    ];
+    let binds = isolation.sealed.as_ref().map_or(&[][..], |v| &v.binds[..]);
+    if let Some(workspace) = binds.first() {
+        parts.push(format!(
+            "{} workspace at {}",
+            if workspace.readonly { "read-only" } else { "writable" },
+            workspace.target
+        ));
     }
-    parts.push("host filesystem otherwise visible".into());
+    if binds.len() > 2 {
+        parts.push(format!("{} extra mounts", binds.len() - 2));
+    }
+    parts.push(match isolation.network {
+        Some(NetworkMode::None) | None => "no network".into(),
+        Some(NetworkMode::Bridge) => "bridge network (slirp4netns, host loopback unreachable)".into(),
+        Some(NetworkMode::Host) => "host network".into(),
+    });
+    let mut limits = Vec::new();
+    if let Some(l) = &isolation.limits {
+        if let Some(cpu) = l.cpu_millicores {
+            limits.push(format!("cpu {cpu}m"));
+        }
+        if let Some(memory) = l.memory_bytes {
+            limits.push(format!("memory {} MiB", memory / (1024 * 1024)));
+        }
+        if let Some(pids) = l.pids {
+            limits.push(format!("pids {pids}"));
+        }
+    }
+    parts.push(if limits.is_empty() {
+        "cgroup with the default pids limit".into()
+    } else {
+        format!("cgroup limits ({})", limits.join(", "))
+    });
     parts.join(", ")
 }
 
 /// The whole environment of a command: fixed `PATH`, `HOME` and `TMPDIR`, then the
 /// sandbox's `environment`, then the exec's, later names replacing earlier ones. Pure.
-fn environment(state_dir: &str, sandbox_env: &[EnvVar], exec_env: &[EnvVar]) -> Vec<EnvVar> {
+fn environment(sandbox_env: &[EnvVar], exec_env: &[EnvVar]) -> Vec<EnvVar> {
     let mut env: Vec<EnvVar> = Vec::new();
     let defaults = [
         env_var("PATH", PATH),
-        env_var("HOME", state_dir),
-        env_var("TMPDIR", state_dir),
+        env_var("HOME", HOME),
+        env_var("TMPDIR", "/tmp"),
     ];
     for var in defaults.iter().chain(sandbox_env).chain(exec_env) {
         match env.iter_mut().find(|e| e.name == var.name) {
@@ -117,24 +162,21 @@ fn environment(state_dir: &str, sandbox_env: &[EnvVar], exec_env: &[EnvVar]) -> 
 #[derive(Debug, Clone)]
 struct Subprocess {
     id: String,
-    host_path: String,
     workdir: String,
-    state_dir: String,
     env: Vec<EnvVar>,
     isolation: Isolation,
 }
 
 impl Subprocess {
-    fn new(request: SandboxRequest) -> Self {
-        let isolation = isolation(&request);
-        Subprocess {
+    fn new(request: SandboxRequest) -> Result<Self, Error> {
+        let options: SubprocessOptions = options::parse("options", &request.options)?;
+        let isolation = isolation(&request, &options);
+        Ok(Subprocess {
             id: format!("subprocess-{}", request.run_id),
-            host_path: request.workspace.host_path,
             workdir: request.workdir,
-            state_dir: request.state_dir,
             env: request.env,
             isolation,
-        }
+        })
     }
 
     /// The spawn request for an exec. Pure, so it is tested natively.
@@ -142,11 +184,12 @@ impl Subprocess {
         if request.argv.is_empty() {
             return Err(error::invalid_spec("argv", "the command is empty"));
         }
-        let cwd = paths::host_cwd(&self.host_path, &self.workdir, request.cwd.as_deref())?;
+        // The workspace is at `workdir` inside the view, so the sandbox's own paths apply.
+        let cwd = paths::host_cwd(&self.workdir, &self.workdir, request.cwd.as_deref())?;
         Ok(SpawnRequest {
             argv: request.argv,
             cwd,
-            env: environment(&self.state_dir, &self.env, &request.env),
+            env: environment(&self.env, &request.env),
             inherit_env: false,
             stdin: request.stdin,
             keep_stdin_open: request.keep_stdin_open,
@@ -160,7 +203,7 @@ impl GuestSandbox for Subprocess {
     fn summary(&self) -> SandboxSummary {
         SandboxSummary {
             id: self.id.clone(),
-            workdir: self.host_path.clone(),
+            workdir: self.workdir.clone(),
             isolation: describe_isolation(&self.isolation),
         }
     }
@@ -170,9 +213,7 @@ impl GuestSandbox for Subprocess {
     }
 
     fn stats(&self) -> Result<ResourceUsage, Error> {
-        Err(error::unavailable(
-            "sandbox provider `subprocess` measures resource use per command, not per sandbox",
-        ))
+        process::usage()
     }
 
     fn destroy(&self) -> Result<(), Error> {
@@ -190,8 +231,9 @@ impl Guest for SubprocessProvider {
             version: env!("CARGO_PKG_VERSION").into(),
             kind: PluginKind::SandboxProvider,
             serves: vec!["subprocess".into()],
-            summary: "Confined host processes: clean env, read-only workspace, no network".into(),
-            options_schema: None,
+            summary: "Sealed host processes (bubblewrap, seccomp, cgroups): no container engine needed"
+                .into(),
+            options_schema: Some(OPTIONS_SCHEMA.into()),
         }
     }
 }
@@ -203,21 +245,15 @@ impl Provider for SubprocessProvider {
         check_request(&request)?;
         if let Some(image) = &request.image {
             events::warn(format!(
-                "sandbox provider `subprocess` ignores `image` ({image}): commands run on the host's filesystem"
+                "sandbox provider `subprocess` ignores `image` ({image}): commands see the host's system folders"
             ));
         }
-        if request.network == NetworkMode::Bridge {
-            events::warn(
-                "sandbox provider `subprocess` has no bridge network: commands use the host's \
-                 network (set `network: none` to cut it off)",
-            );
-        }
-        Ok(provider::Sandbox::new(Subprocess::new(request)))
+        Ok(provider::Sandbox::new(Subprocess::new(request)?))
     }
 
     fn list_leftovers() -> Result<Vec<Leftover>, Error> {
-        // Nothing outlives a run: the host tracks and kills every process group, and
-        // removes the state directory at cleanup.
+        // Nothing outlives a run: every process dies with its pid namespace and the
+        // cgroup, and the host removes the state directory at cleanup.
         Ok(vec![])
     }
 
@@ -273,13 +309,13 @@ mod tests {
 
     #[test]
     fn environment_is_exactly_the_spec_plus_defaults() {
-        let env = environment("/tmp/state", &[env_var("A", "1")], &[env_var("B", "2")]);
+        let env = environment(&[env_var("A", "1")], &[env_var("B", "2")]);
         assert_eq!(
             env,
             [
                 env_var("PATH", PATH),
-                env_var("HOME", "/tmp/state"),
-                env_var("TMPDIR", "/tmp/state"),
+                env_var("HOME", HOME),
+                env_var("TMPDIR", "/tmp"),
                 env_var("A", "1"),
                 env_var("B", "2"),
             ]
@@ -289,7 +325,6 @@ mod tests {
     #[test]
     fn later_environment_wins() {
         let env = environment(
-            "/s",
             &[env_var("PATH", "/opt/bin"), env_var("A", "1")],
             &[env_var("A", "2"), env_var("HOME", "/h")],
         );
@@ -298,30 +333,40 @@ mod tests {
             [
                 env_var("PATH", "/opt/bin"),
                 env_var("HOME", "/h"),
-                env_var("TMPDIR", "/s"),
+                env_var("TMPDIR", "/tmp"),
                 env_var("A", "2")
             ]
         );
     }
 
     #[test]
-    fn default_request_is_unconfined_but_clean() {
+    fn every_request_is_sealed_with_the_workspace_and_home_bound_in() {
         let r = request();
         assert!(check_request(&r).is_ok());
-        let iso = isolation(&r);
+        let iso = isolation(&r, &SubprocessOptions::default());
+        let view = iso.sealed.as_ref().expect("always sealed");
         assert_eq!(
-            iso,
-            Isolation {
-                readonly_paths: vec![],
-                limits: None,
-                network: None
-            }
+            view.binds,
+            [
+                Mount {
+                    source: "/src/app".into(),
+                    target: "/workspace".into(),
+                    readonly: false
+                },
+                Mount {
+                    source: "/tmp/state".into(),
+                    target: HOME.into(),
+                    readonly: false
+                },
+            ]
         );
-        let s = Subprocess::new(r);
+        assert_eq!(iso.network, Some(NetworkMode::Bridge));
+        let s = Subprocess::new(r).unwrap();
         let spawn = s.spawn_request(exec(None, vec![])).unwrap();
         assert!(!spawn.inherit_env);
-        assert_eq!(spawn.cwd, "/src/app");
+        assert_eq!(spawn.cwd, "/workspace");
         assert_eq!(spawn.env.len(), 4);
+        assert_eq!(s.summary().workdir, "/workspace");
         assert_eq!(s.summary().isolation, describe_isolation(&iso));
     }
 
@@ -333,56 +378,56 @@ mod tests {
         r.resources.cpu_millicores = Some(1500);
         r.resources.memory_bytes = Some(512 * 1024 * 1024);
         r.resources.pids = Some(128);
-        let iso = isolation(&r);
-        assert_eq!(iso.readonly_paths, ["/src/app"]);
+        r.mounts.push(Mount {
+            source: "/home/me/.npm".into(),
+            target: "/cache/npm".into(),
+            readonly: true,
+        });
+        let iso = isolation(&r, &SubprocessOptions::default());
+        let binds = &iso.sealed.as_ref().unwrap().binds;
+        assert!(binds[0].readonly);
+        assert_eq!(binds[2].target, "/cache/npm");
+        assert!(binds[2].readonly);
         assert_eq!(iso.network, Some(NetworkMode::None));
-        let limits = iso.limits.unwrap();
+        let with_pids = isolation(&r, &SubprocessOptions { pids: Some(64) });
+        assert_eq!(with_pids.limits.unwrap().pids, Some(64));
+        let limits = iso.limits.clone().unwrap();
         assert_eq!(limits.cpu_millicores, Some(1500));
         assert_eq!(limits.memory_bytes, Some(512 * 1024 * 1024));
         assert_eq!(limits.pids, Some(128));
         assert_eq!(limits.timeout_ms, None);
         let text = describe_isolation(&iso);
-        assert!(text.contains("read-only workspace"), "{text}");
+        assert!(text.contains("read-only workspace at /workspace"), "{text}");
+        assert!(text.contains("1 extra mounts"), "{text}");
         assert!(text.contains("no network"), "{text}");
         assert!(
             text.contains("cpu 1500m, memory 512 MiB, pids 128"),
             "{text}"
         );
 
-        let s = Subprocess::new(r);
+        let s = Subprocess::new(r).unwrap();
         assert_eq!(s.id, "subprocess-r1");
         assert_eq!(s.spawn_request(exec(None, vec![])).unwrap().isolation, iso);
     }
 
     #[test]
-    fn host_network_is_not_a_namespace() {
-        let mut r = request();
-        r.network = NetworkMode::Host;
-        assert_eq!(isolation(&r).network, None);
-    }
-
-    #[test]
-    fn fails_closed_on_disk_and_mounts() {
+    fn fails_closed_on_disk() {
         let mut r = request();
         r.resources.disk_bytes = Some(1 << 30);
         assert!(
             matches!(check_request(&r), Err(Error::Unavailable(m)) if m.contains("resources.disk"))
         );
         let mut r = request();
-        r.mounts.push(Mount {
-            source: "/a".into(),
-            target: "/b".into(),
-            readonly: false,
-        });
-        assert!(matches!(check_request(&r), Err(Error::Unavailable(m)) if m.contains("mounts")));
+        r.workdir = "rel".into();
+        assert!(matches!(check_request(&r), Err(Error::InvalidSpec(f)) if f.path == "workdir"));
     }
 
     #[test]
     fn exec_maps_cwd_and_refuses_escapes() {
-        let s = Subprocess::new(request());
+        let s = Subprocess::new(request()).unwrap();
         let at = |cwd| s.spawn_request(exec(Some(cwd), vec![]));
-        assert_eq!(at("lib").unwrap().cwd, "/src/app/lib");
-        assert_eq!(at("/workspace/lib").unwrap().cwd, "/src/app/lib");
+        assert_eq!(at("lib").unwrap().cwd, "/workspace/lib");
+        assert_eq!(at("/workspace/lib").unwrap().cwd, "/workspace/lib");
         assert!(matches!(at("/root"), Err(Error::InvalidSpec(_))));
         assert!(matches!(at("../x"), Err(Error::InvalidSpec(_))));
     }

@@ -1,13 +1,22 @@
 //! The host side of `agentgate:plugin/process`: start programs on this machine.
 //!
 //! Every process starts as the leader of a new process group, so a timeout or a cancel
-//! kills the whole tree it spawned (grandchildren included) with one `killpg`. The
-//! groups a plugin started are tracked per store and killed when the store goes away,
-//! so cleanup does not depend on the plugin behaving.
+//! kills the whole tree it spawned (grandchildren included) with one `killpg`. A sealed
+//! process ([`isolation`]) is run by bubblewrap in namespaces of its own ([`sealed`],
+//! [`seccomp`], [`network`]) and in the plugin's cgroup ([`cgroup`]), which limits,
+//! measures and kills it and everything it starts, `setsid` and double forks included.
+//! What a plugin started is tracked per store and killed when the store goes away, so
+//! cleanup does not depend on the plugin behaving.
 
+pub mod cgroup;
 mod isolation;
+pub mod landlock;
+mod network;
 mod pump;
+mod seccomp;
+mod sealed;
 
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,9 +29,10 @@ use wasmtime::component::Resource;
 use super::execution::{Execution, Kill};
 use super::invalid_spec;
 use crate::runtime::bindings::process::{Host, SpawnRequest};
-use crate::runtime::bindings::types::Error;
+use crate::runtime::bindings::types::{Error, NetworkMode, ResourceUsage};
 use crate::runtime::PluginState;
 
+use cgroup::{Cgroup, CgroupLimits};
 pub use isolation::Isolation;
 
 /// A process group started by the host.
@@ -60,10 +70,12 @@ impl Kill for ProcessGroup {
     }
 }
 
-/// The process groups one plugin store started. Dropping it kills them all.
+/// What one plugin store started: process groups, and the cgroup its sealed processes
+/// share. Dropping it kills them all.
 #[derive(Default)]
 pub struct ProcessGroups {
     groups: Mutex<Vec<Arc<ProcessGroup>>>,
+    cgroup: Mutex<Option<(CgroupLimits, Arc<Cgroup>)>>,
 }
 
 impl ProcessGroups {
@@ -73,10 +85,62 @@ impl ProcessGroups {
         groups.push(group);
     }
 
-    /// Kills every group still alive; returns how many were signalled.
+    /// The store's cgroup, created with `limits` by the first sealed spawn. Later
+    /// spawns share it, so they must ask for the same limits.
+    fn cgroup(&self, name: &str, limits: &CgroupLimits) -> Result<Arc<Cgroup>, Error> {
+        let mut slot = self.cgroup.lock().unwrap();
+        if let Some((created_with, cgroup)) = slot.as_ref() {
+            if created_with != limits {
+                return Err(invalid_spec(
+                    "isolation.limits",
+                    "every sealed process of a sandbox shares one cgroup; ask for the same limits each time",
+                ));
+            }
+            return Ok(cgroup.clone());
+        }
+        let cgroup = Arc::new(Cgroup::create(name, limits).map_err(|e| {
+            Error::Unavailable(format!("cannot limit and track the sandbox's processes: {e}"))
+        })?);
+        *slot = Some((limits.clone(), cgroup.clone()));
+        Ok(cgroup)
+    }
+
+    /// Resource use of the sealed processes, from their cgroup.
+    pub fn usage(&self) -> Result<ResourceUsage, Error> {
+        let slot = self.cgroup.lock().unwrap();
+        let (_, cgroup) = slot.as_ref().ok_or_else(|| {
+            Error::Unavailable("no sealed process has been started, so there is no usage to report".into())
+        })?;
+        let usage = cgroup
+            .usage()
+            .map_err(|e| Error::Failed(format!("reading the sandbox's cgroup: {e}")))?;
+        Ok(ResourceUsage {
+            cpu_percent: usage.cpu_percent,
+            memory_bytes: usage.memory_bytes,
+            peak_memory_bytes: usage.peak_memory_bytes,
+            pids: usage.pids,
+            oom_killed: cgroup.oom_killed(),
+        })
+    }
+
+    /// Kills every group still alive, and everything in the cgroup; returns how many
+    /// groups were signalled.
     pub fn kill_all(&self) -> u32 {
-        let groups = self.groups.lock().unwrap();
-        groups.iter().filter(|g| g.signal_kill()).count() as u32
+        let signalled = {
+            let groups = self.groups.lock().unwrap();
+            groups.iter().filter(|g| g.signal_kill()).count() as u32
+        };
+        if let Some((_, cgroup)) = self.cgroup.lock().unwrap().as_ref() {
+            cgroup.kill_all();
+        }
+        signalled
+    }
+
+    /// Kills everything and removes the cgroup, once the sandbox is gone. The store
+    /// may outlive the run, its cgroup must not.
+    pub fn close(&self) {
+        self.kill_all();
+        drop(self.cgroup.lock().unwrap().take());
     }
 }
 
@@ -103,6 +167,7 @@ impl Launch {
         if request.argv.is_empty() || request.argv[0].is_empty() {
             return Err(invalid_spec("argv", "the command is empty"));
         }
+        let isolation = Isolation::from_request(request.isolation)?;
         let cwd = Path::new(&request.cwd);
         if !cwd.is_absolute() {
             return Err(invalid_spec(
@@ -110,11 +175,18 @@ impl Launch {
                 format!("{:?} is not an absolute path", request.cwd),
             ));
         }
-        if !cwd.is_dir() {
+        // A sealed process's cwd is a path in its own view; bubblewrap checks it there.
+        if matches!(isolation, Isolation::Host) && !cwd.is_dir() {
             return Err(Error::Failed(format!(
                 "working directory {} does not exist",
                 cwd.display()
             )));
+        }
+        if request.inherit_env && !matches!(isolation, Isolation::Host) {
+            return Err(invalid_spec(
+                "inherit-env",
+                "a sealed process never inherits the host's environment",
+            ));
         }
         Ok(Launch {
             argv: request.argv,
@@ -124,17 +196,99 @@ impl Launch {
             stdin: request.stdin,
             keep_stdin_open: request.keep_stdin_open,
             timeout: request.timeout_ms.map(Duration::from_millis),
-            isolation: Isolation::from_request(request.isolation)?,
+            isolation,
         })
     }
 }
 
+/// The command that runs `launch`, and what must be done once it started.
+struct Prepared {
+    command: tokio::process::Command,
+    /// Kept open until the child has been spawned (the child inherits them).
+    _fds: Vec<OwnedFd>,
+    bridge: Option<network::BridgePipes>,
+}
+
+/// Builds the command: the program itself, or bubblewrap around it.
+fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result<Prepared, Error> {
+    let Isolation::Sealed {
+        view,
+        limits,
+        network,
+    } = &launch.isolation
+    else {
+        let mut command = tokio::process::Command::new(&launch.argv[0]);
+        command.args(&launch.argv[1..]).current_dir(&launch.cwd);
+        return Ok(Prepared {
+            command,
+            _fds: Vec::new(),
+            bridge: None,
+        });
+    };
+    let bwrap = sealed::bubblewrap()?;
+    let cgroup = groups.cgroup(cgroup_name, limits)?;
+    let seccomp = seccomp::SeccompPrograms::build()?;
+    let bridge = match network {
+        NetworkMode::Bridge => {
+            network::slirp4netns()?;
+            Some(network::BridgePipes::new()?)
+        }
+        NetworkMode::None | NetworkMode::Host => None,
+    };
+    let mut fds = sealed::BwrapFds {
+        seccomp: seccomp.fds.iter().map(AsRawFd::as_raw_fd).collect(),
+        ..Default::default()
+    };
+    if let Some(pipes) = &bridge {
+        fds.info = Some(pipes.info_write.as_raw_fd());
+        fds.block = Some(pipes.block_read.as_raw_fd());
+    }
+    // SAFETY: geteuid/getegid have no preconditions.
+    let ids = unsafe { (libc::geteuid(), libc::getegid()) };
+    let args = view.bwrap_args(
+        &launch.argv,
+        &launch.cwd.to_string_lossy(),
+        *network == NetworkMode::Host,
+        ids,
+        landlock::init_program(),
+        &fds,
+    );
+    let mut command = tokio::process::Command::new(bwrap);
+    command.args(args).current_dir("/");
+    for fd in fds.seccomp.iter().copied().chain(fds.info).chain(fds.block) {
+        inherit_fd(&mut command, fd);
+    }
+    // SAFETY: the closure makes only async-signal-safe calls (prctl, and the cgroup's
+    // open/write/close on paths prepared beforehand).
+    unsafe {
+        command.pre_exec(move || {
+            // The sandbox dies with the host, even when the host is killed outright.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            cgroup.enter_self()
+        });
+    }
+    Ok(Prepared {
+        command,
+        _fds: seccomp.fds,
+        bridge,
+    })
+}
+
 /// Starts `launch` in a new process group and returns its execution.
-async fn spawn(launch: Launch, groups: &ProcessGroups, id: String) -> Result<Execution, Error> {
-    let mut command = tokio::process::Command::new(&launch.argv[0]);
+async fn spawn(
+    launch: Launch,
+    groups: &ProcessGroups,
+    id: String,
+    cgroup_name: &str,
+) -> Result<Execution, Error> {
+    let Prepared {
+        mut command,
+        _fds,
+        bridge,
+    } = prepare(&launch, groups, cgroup_name)?;
     command
-        .args(&launch.argv[1..])
-        .current_dir(&launch.cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -143,17 +297,28 @@ async fn spawn(launch: Launch, groups: &ProcessGroups, id: String) -> Result<Exe
         command.env_clear();
     }
     command.envs(launch.env.iter().map(|(k, v)| (k, v)));
-    launch.isolation.configure(&mut command, &launch.cwd)?;
 
     let mut child = command
         .spawn()
-        .map_err(|e| launch.isolation.explain_spawn_error(&launch.argv[0], e))?;
+        .map_err(|e| explain_spawn_error(&launch, e))?;
+    drop(_fds);
     let pid = child
         .id()
         .ok_or_else(|| Error::Failed("the process exited at once".into()))?
         as libc::pid_t;
     let group = Arc::new(ProcessGroup::new(pid));
     groups.track(group.clone());
+    let bridge = match bridge {
+        Some(pipes) => match pipes.attach().await {
+            Ok(bridge) => Some(bridge),
+            Err(e) => {
+                group.kill();
+                let _ = child.wait().await;
+                return Err(e);
+            }
+        },
+        None => None,
+    };
 
     // Initial stdin is written in the background when it is closed afterwards, so a
     // command that never reads it cannot block the plugin.
@@ -173,9 +338,36 @@ async fn spawn(launch: Launch, groups: &ProcessGroups, id: String) -> Result<Exe
         _ => None,
     };
 
-    let output = pump::start(child, group.clone(), launch.timeout);
+    let output = pump::start(child, group.clone(), launch.timeout, bridge);
     let stdin = stdin.map(|s| Box::new(s) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>);
     Ok(Execution::new(id, output, stdin, group))
+}
+
+/// Lets the child keep `fd` across exec (every fd the host opens is close-on-exec).
+fn inherit_fd(command: &mut tokio::process::Command, fd: RawFd) {
+    // SAFETY: fcntl is async-signal-safe and touches only the child's descriptor table.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Turns a spawn failure into a message that says whether the sandbox was the cause.
+fn explain_spawn_error(launch: &Launch, error: std::io::Error) -> Error {
+    let program = &launch.argv[0];
+    match (&launch.isolation, error.kind()) {
+        (Isolation::Host, std::io::ErrorKind::NotFound) => {
+            Error::Failed(format!("cannot start {program:?}: no such program"))
+        }
+        (Isolation::Sealed { .. }, _) => Error::Unavailable(format!(
+            "cannot start the sandbox for {program:?}: {error}"
+        )),
+        _ => Error::Failed(format!("cannot start {program:?}: {error}")),
+    }
 }
 
 /// Resolves `program` like a shell would, on the host's PATH.
@@ -208,7 +400,8 @@ impl Host for PluginState {
             Err(e) => return Ok(Err(e)),
         };
         let id = self.run.next_exec_id();
-        match spawn(launch, &self.processes, id).await {
+        let cgroup_name = format!("{}-{}", self.run.run_id, self.plugin);
+        match spawn(launch, &self.processes, id, &cgroup_name).await {
             Ok(execution) => Ok(Ok(self.table.push(execution)?)),
             Err(e) => Ok(Err(e)),
         }
@@ -222,18 +415,28 @@ impl Host for PluginState {
     async fn kill_all(&mut self) -> wasmtime::Result<u32> {
         Ok(self.processes.kill_all())
     }
+
+    async fn usage(&mut self) -> wasmtime::Result<Result<ResourceUsage, Error>> {
+        self.run.ensure_active()?;
+        Ok(self.processes.usage())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::runtime::bindings::execution::Output;
-    use crate::runtime::bindings::types::{ExitStatus, OutputPipe};
+    use crate::runtime::bindings::process::{Isolation as IsolationRequest, SealedView};
+    use crate::runtime::bindings::types::{ExitStatus, Mount, OutputPipe, Resources};
 
     fn launch(script: &str, timeout_ms: Option<u64>, isolation: Isolation) -> Launch {
         Launch {
             argv: script.split(' ').map(String::from).collect(),
-            cwd: std::env::temp_dir(),
+            cwd: if matches!(isolation, Isolation::Host) {
+                std::env::temp_dir()
+            } else {
+                "/".into()
+            },
             env: vec![("ONLY_THIS".into(), "1".into())],
             inherit_env: false,
             stdin: None,
@@ -243,10 +446,20 @@ mod tests {
         }
     }
 
+    fn sealed(binds: Vec<Mount>, limits: Option<Resources>, network: NetworkMode) -> Isolation {
+        Isolation::from_request(IsolationRequest {
+            sealed: Some(SealedView { binds }),
+            limits,
+            network: Some(network),
+        })
+        .unwrap()
+    }
+
     /// Runs to the end; returns stdout and the exit status.
-    async fn run_to_end(launch: Launch) -> (String, ExitStatus) {
-        let groups = ProcessGroups::default();
-        let mut execution = spawn(launch, &groups, "exec-test".into()).await.unwrap();
+    async fn run_to_end(launch: Launch, groups: &ProcessGroups) -> (String, ExitStatus) {
+        let mut execution = spawn(launch, groups, "exec-test".into(), &unique_cgroup())
+            .await
+            .unwrap();
         let mut stdout = Vec::new();
         loop {
             match execution.read(Duration::from_secs(10)).await {
@@ -261,6 +474,10 @@ mod tests {
         }
     }
 
+    fn unique_cgroup() -> String {
+        format!("unit-{}-{}", std::process::id(), uuid::Uuid::now_v7().simple())
+    }
+
     #[test]
     fn which_finds_sh() {
         assert!(which("sh").is_some());
@@ -270,16 +487,23 @@ mod tests {
 
     #[tokio::test]
     async fn the_environment_is_exactly_what_was_given() {
-        let (stdout, status) = run_to_end(launch("/usr/bin/env", None, Isolation::default())).await;
-        assert_eq!(status.code, Some(0));
-        assert_eq!(stdout.trim(), "ONLY_THIS=1");
+        let groups = ProcessGroups::default();
+        for isolation in [Isolation::Host, sealed(vec![], None, NetworkMode::None)] {
+            let (stdout, status) =
+                run_to_end(launch("/usr/bin/env", None, isolation), &groups).await;
+            assert_eq!(status.code, Some(0), "{stdout}");
+            // bubblewrap tells the command where it starts, as a shell would.
+            let env: Vec<&str> = stdout.lines().filter(|l| *l != "PWD=/").collect();
+            assert_eq!(env, ["ONLY_THIS=1"]);
+        }
     }
 
     #[tokio::test]
     async fn a_timeout_kills_the_whole_group() {
-        let mut sh = launch("/bin/sh -c", Some(300), Isolation::default());
+        let groups = ProcessGroups::default();
+        let mut sh = launch("/bin/sh -c", Some(300), Isolation::Host);
         sh.argv.push("sleep 30 & echo $!; wait".into());
-        let (stdout, status) = run_to_end(sh).await;
+        let (stdout, status) = run_to_end(sh, &groups).await;
         assert!(status.timed_out, "{status:?}");
         assert_eq!(status.signal, Some(libc::SIGKILL));
         let grandchild: i32 = stdout.trim().parse().unwrap();
@@ -292,42 +516,84 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn network_none_leaves_only_loopback() {
-        let isolation = Isolation::from_request(crate::runtime::bindings::process::Isolation {
-            readonly_paths: vec![],
-            limits: None,
-            network: Some(crate::runtime::bindings::types::NetworkMode::None),
-        })
-        .unwrap();
-        let (stdout, status) =
-            run_to_end(launch("/bin/cat /proc/self/net/dev", None, isolation)).await;
+    async fn a_sealed_process_sees_only_its_view_and_loopback() {
+        let groups = ProcessGroups::default();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("marker"), "in view").unwrap();
+        let bind = Mount {
+            source: dir.path().display().to_string(),
+            target: "/workspace".into(),
+            readonly: true,
+        };
+        let mut sh = launch(
+            "/bin/sh -c",
+            None,
+            sealed(vec![bind], None, NetworkMode::None),
+        );
+        sh.argv.push(
+            "cat /workspace/marker; echo; ls /; tail -n +3 /proc/net/dev | cut -d: -f1; \
+             echo x > /workspace/new || echo read-only"
+                .into(),
+        );
+        sh.cwd = "/workspace".into();
+        let (stdout, status) = run_to_end(sh, &groups).await;
         assert_eq!(status.code, Some(0), "{stdout}");
-        let interfaces: Vec<&str> = stdout
-            .lines()
-            .skip(2)
-            .filter_map(|l| l.split(':').next())
-            .map(str::trim)
-            .collect();
-        assert_eq!(interfaces, ["lo"]);
+        assert!(stdout.starts_with("in view"), "{stdout}");
+        for absent in ["root", "home", "run", "var", "srv"] {
+            assert!(!stdout.lines().any(|l| l == absent), "/{absent} visible: {stdout}");
+        }
+        let interfaces: Vec<&str> = stdout.lines().map(str::trim).filter(|l| *l == "lo" || l.starts_with("eth")).collect();
+        assert_eq!(interfaces, ["lo"], "{stdout}");
+        assert!(stdout.contains("read-only"), "{stdout}");
+        assert!(!dir.path().join("new").exists());
     }
 
-    #[test]
-    fn limits_fail_closed_until_cgroups_exist() {
-        let request = crate::runtime::bindings::process::Isolation {
-            readonly_paths: vec![],
-            limits: Some(crate::runtime::bindings::types::Resources {
-                cpu_millicores: None,
-                memory_bytes: Some(1 << 30),
-                disk_bytes: None,
-                pids: None,
-                timeout_ms: None,
-            }),
-            network: None,
+    #[tokio::test]
+    async fn sealed_processes_share_one_cgroup_that_measures_and_limits_them() {
+        let groups = ProcessGroups::default();
+        let limits = Resources {
+            cpu_millicores: None,
+            memory_bytes: Some(256 << 20),
+            disk_bytes: None,
+            pids: Some(64),
+            timeout_ms: None,
         };
-        let error = Isolation::from_request(request).unwrap_err();
+        let mut busy = launch(
+            "/bin/sh -c",
+            None,
+            sealed(vec![], Some(limits.clone()), NetworkMode::None),
+        );
+        busy.argv
+            .push("i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo done".into());
+        let (stdout, status) = run_to_end(busy, &groups).await;
+        assert_eq!(status.code, Some(0), "{stdout}");
+        let usage = groups.usage().unwrap();
+        assert!(usage.cpu_percent > 0.0, "{usage:?}");
+        assert!(usage.peak_memory_bytes > 0, "{usage:?}");
+        assert!(!usage.oom_killed);
+
+        // A second spawn must not ask for other limits than the shared cgroup has.
+        let mut other = limits;
+        other.pids = Some(65);
+        let error = Launch::from_request(SpawnRequest {
+            argv: vec!["true".into()],
+            cwd: "/".into(),
+            env: vec![],
+            inherit_env: false,
+            stdin: None,
+            keep_stdin_open: false,
+            timeout_ms: None,
+            isolation: IsolationRequest {
+                sealed: Some(SealedView { binds: vec![] }),
+                limits: Some(other),
+                network: None,
+            },
+        })
+        .map(|launch| prepare(&launch, &groups, "unused").map(|_| ()));
         assert!(
-            matches!(error, Error::Unavailable(ref m) if m.contains("memory")),
-            "{error:?}"
+            matches!(error, Ok(Err(Error::InvalidSpec(ref f))) if f.path == "isolation.limits"),
+            "{:?}",
+            error.map(|r| r.err())
         );
     }
 }

@@ -13,6 +13,7 @@ use tokio::process::Child;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::network::Bridge;
 use super::ProcessGroup;
 use crate::capabilities::execution::{Kill, MAX_CHUNK};
 use crate::runtime::bindings::execution::{Output, OutputChunk};
@@ -21,10 +22,12 @@ use crate::runtime::bindings::types::{ExitStatus, OutputPipe};
 /// Chunks buffered between the pump and a plugin that is slow to read.
 const BUFFERED_CHUNKS: usize = 16;
 
+/// `bridge`, the command's network stack when it has one, lives as long as the pump.
 pub fn start(
     mut child: Child,
     group: Arc<ProcessGroup>,
     timeout: Option<Duration>,
+    bridge: Option<Bridge>,
 ) -> mpsc::Receiver<Output> {
     let (tx, rx) = mpsc::channel(BUFFERED_CHUNKS);
     let mut stdout = child.stdout.take();
@@ -68,6 +71,7 @@ pub fn start(
             signal: status.and_then(|s| s.signal()),
             timed_out,
         };
+        drop(bridge);
         let _ = tx.send(Output::Exited(exit)).await;
     });
     rx

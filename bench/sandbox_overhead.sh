@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# What the subprocess sandbox costs: a whole `agentgate run` of `true` sealed in the
+# subprocess sandbox (bubblewrap, seccomp, cgroup, network: none) against the same run
+# with `provider: none`, and both against a raw spawn of `true`, pair by pair in one
+# run so machine noise hits every side alike. Prints medians and the sandbox's own cost.
+#
+#   bench/sandbox_overhead.sh [PAIRS]   (default 20; builds the release binary first)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pairs="${1:-20}"
+cargo build --release -q -p agentgate
+bin="$PWD/target/release/agentgate"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+export AGENTGATE_HOME="$work/home"
+mkdir -p "$work/ws"
+
+spec() { # provider network
+    cat <<YAML
+apiVersion: agentgate.io/v1
+kind: TaskSpec
+metadata: {name: bench-$1}
+spec:
+  goal: {prompt: "run true"}
+  execution:
+    workspace: {source: local, path: "$work/ws"}
+    sandbox: {provider: $1$2}
+    agent: {driver: command, options: {command: ["true"]}}
+YAML
+}
+spec none "" >"$work/none.yaml"
+spec subprocess ", network: none" >"$work/subprocess.yaml"
+
+now_us() { echo $(($(date +%s%N) / 1000)); }
+time_us() { local t0; t0=$(now_us); "$@" >/dev/null 2>&1; echo $(($(now_us) - t0)); }
+
+# Warm the compile cache so it is not measured.
+"$bin" run --json "$work/none.yaml" >/dev/null
+"$bin" run --json "$work/subprocess.yaml" >/dev/null
+
+raw=() none=() sub=()
+for _ in $(seq "$pairs"); do
+    raw+=("$(time_us /bin/true)")
+    none+=("$(time_us "$bin" run --json "$work/none.yaml")")
+    sub+=("$(time_us "$bin" run --json "$work/subprocess.yaml")")
+done
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+m_raw=$(median "${raw[@]}") m_none=$(median "${none[@]}") m_sub=$(median "${sub[@]}")
+printf 'pairs: %d\n' "$pairs"
+printf 'raw spawn of true:                 %8.2f ms\n' "$(bc -l <<<"$m_raw/1000")"
+printf 'agentgate run, provider none:      %8.2f ms\n' "$(bc -l <<<"$m_none/1000")"
+printf 'agentgate run, provider subprocess:%8.2f ms\n' "$(bc -l <<<"$m_sub/1000")"
+printf 'the sandbox itself adds:           %8.2f ms (target < 10 ms)\n' "$(bc -l <<<"($m_sub-$m_none)/1000")"
+printf 'ratio subprocess / none:           %8.2f\n' "$(bc -l <<<"$m_sub/$m_none")"

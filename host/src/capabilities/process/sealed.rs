@@ -1,0 +1,359 @@
+//! The sealed view: what a sandboxed process sees of the machine, built with bubblewrap.
+//!
+//! bubblewrap (`bwrap`, as Flatpak and Anthropic's sandbox runtime use it) creates the
+//! namespaces and the mount tree, drops every capability, sets `no_new_privs` and loads
+//! our seccomp programs just before it runs the command. We only decide what goes in:
+//! the system's program and library folders and `/etc` read-only (with the files that
+//! hold host secrets hidden), a minimal `/dev`, the sandbox's own `/proc`, an empty
+//! `/tmp`, and the binds the provider asked for. Everything else of the host, homes,
+//! `/run`, sockets and agentgate's own state included, is simply not there.
+//!
+//! bubblewrap also runs a reaper as pid 1 of the new pid namespace: when the command
+//! exits, the reaper exits and the kernel kills everything left in the namespace, so
+//! `setsid` and double forks cannot outlive the command.
+
+use std::ffi::OsString;
+use std::os::fd::RawFd;
+use std::path::{Path, PathBuf};
+
+use super::landlock;
+use crate::runtime::bindings::types::{Error, Mount};
+
+/// System folders bound read-only when they are directories, or recreated as the
+/// same symlinks (Debian's merged `/usr` makes `/bin` a link to `usr/bin`).
+const SYSTEM_PATHS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+];
+
+/// Files under `/etc` that hold host secrets; each is replaced by an empty file.
+const HIDDEN_FILES: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/ssh/ssh_host_rsa_key",
+    "/etc/ssh/ssh_host_ecdsa_key",
+    "/etc/ssh/ssh_host_ed25519_key",
+];
+
+/// The hostname inside every sandbox, so the host's is not disclosed.
+const HOSTNAME: &str = "agentgate";
+
+/// A validated sealed view.
+#[derive(Debug, Clone)]
+pub struct SealedView {
+    binds: Vec<Bind>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Bind {
+    source: PathBuf,
+    target: PathBuf,
+    readonly: bool,
+}
+
+/// File descriptors the host hands to bubblewrap for one spawn.
+#[derive(Debug, Default, Clone)]
+pub struct BwrapFds {
+    /// Compiled seccomp programs, each loaded with `--add-seccomp-fd`.
+    pub seccomp: Vec<RawFd>,
+    /// `--info-fd`: bubblewrap writes the sandbox's pid there (used to attach a network).
+    pub info: Option<RawFd>,
+    /// `--block-fd`: the command waits until the host writes to it (network ready).
+    pub block: Option<RawFd>,
+}
+
+impl SealedView {
+    /// Checks the binds: absolute paths, existing sources, no NUL, no target that would
+    /// shadow the system folders the view depends on.
+    pub fn new(binds: Vec<Mount>) -> Result<SealedView, Error> {
+        let mut checked = Vec::with_capacity(binds.len());
+        for (index, bind) in binds.into_iter().enumerate() {
+            let field = |part: &str| format!("binds[{index}].{part}");
+            for (part, path) in [("source", &bind.source), ("target", &bind.target)] {
+                if !path.starts_with('/') || path.contains('\0') {
+                    return Err(super::invalid_spec(
+                        &field(part),
+                        format!("{path:?} must be an absolute path"),
+                    ));
+                }
+            }
+            let target = lexically_normal(&bind.target);
+            if target == Path::new("/")
+                || SYSTEM_PATHS.iter().any(|p| target.starts_with(p))
+                || target.starts_with("/proc")
+                || target.starts_with("/dev")
+            {
+                return Err(super::invalid_spec(
+                    &field("target"),
+                    format!(
+                        "{} would cover a system folder of the sandbox; mount it somewhere else",
+                        bind.target
+                    ),
+                ));
+            }
+            let source = PathBuf::from(&bind.source);
+            if let Err(e) = std::fs::metadata(&source) {
+                return Err(Error::Failed(format!(
+                    "cannot mount {} into the sandbox: {e}; create it first or fix the path",
+                    bind.source
+                )));
+            }
+            checked.push(Bind {
+                source,
+                target,
+                readonly: bind.readonly,
+            });
+        }
+        Ok(SealedView { binds: checked })
+    }
+
+    fn binds_tmp(&self) -> bool {
+        self.binds.iter().any(|b| b.target == Path::new("/tmp"))
+    }
+
+    /// The bubblewrap arguments that run `argv` in this view, starting in `cwd` (a path
+    /// inside the view). `uid`/`gid` are the ids inside: the invoking user's own, so
+    /// files written to the workspace belong to them (root inside holds no capability
+    /// outside its namespaces). With an `init` (see [`super::landlock`]) the command
+    /// runs behind a Landlock fence that allows exactly the view.
+    pub fn bwrap_args(
+        &self,
+        argv: &[String],
+        cwd: &str,
+        share_network: bool,
+        (uid, gid): (u32, u32),
+        init: Option<&Path>,
+        fds: &BwrapFds,
+    ) -> Vec<OsString> {
+        let mut args = Args::default();
+        args.push(["--unshare-user", "--unshare-ipc", "--unshare-pid"]);
+        args.push(["--unshare-uts", "--unshare-cgroup-try"]);
+        if !share_network {
+            args.push(["--unshare-net"]);
+        }
+        args.push(["--uid", &uid.to_string(), "--gid", &gid.to_string()]);
+        args.push(["--hostname", HOSTNAME]);
+        args.push(["--disable-userns", "--die-with-parent", "--new-session"]);
+        args.push(["--cap-drop", "ALL"]);
+        for path in SYSTEM_PATHS {
+            match std::fs::read_link(path) {
+                Ok(link) => args.push_os(["--symlink".into(), link.into(), (*path).into()]),
+                Err(_) if Path::new(path).is_dir() => args.push(["--ro-bind", path, path]),
+                Err(_) => {}
+            }
+        }
+        for file in HIDDEN_FILES {
+            if Path::new(file).exists() {
+                args.push(["--ro-bind", "/dev/null", file]);
+            }
+        }
+        args.push(["--proc", "/proc", "--dev", "/dev"]);
+        if !self.binds_tmp() {
+            args.push(["--tmpfs", "/tmp"]);
+        }
+        for bind in &self.binds {
+            let flag = if bind.readonly { "--ro-bind" } else { "--bind" };
+            args.push_os([
+                flag.into(),
+                bind.source.clone().into(),
+                bind.target.clone().into(),
+            ]);
+        }
+        for fd in &fds.seccomp {
+            args.push(["--add-seccomp-fd", &fd.to_string()]);
+        }
+        if let Some(fd) = fds.info {
+            args.push(["--info-fd", &fd.to_string()]);
+        }
+        if let Some(fd) = fds.block {
+            args.push(["--block-fd", &fd.to_string()]);
+        }
+        if let Some(init) = init {
+            args.push_os(["--ro-bind".into(), init.into(), landlock::INIT_PATH.into()]);
+        }
+        args.push(["--chdir", cwd, "--"]);
+        match init {
+            Some(_) => {
+                let (readable, writable) = self.fence();
+                args.0
+                    .extend(landlock::init_args(&readable, &writable, argv));
+            }
+            None => args.0.extend(argv.iter().map(OsString::from)),
+        }
+        args.0
+    }
+
+    /// What the Landlock fence allows: read beneath the system folders, `/proc` and
+    /// read-only binds; write beneath `/dev`, `/tmp` and writable binds.
+    fn fence(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        let mut readable: Vec<PathBuf> = SYSTEM_PATHS
+            .iter()
+            .filter(|p| std::fs::read_link(p).is_err() && Path::new(p).is_dir())
+            .map(PathBuf::from)
+            .collect();
+        readable.push("/proc".into());
+        readable.push(landlock::INIT_PATH.into());
+        let mut writable = vec![PathBuf::from("/dev"), PathBuf::from("/tmp")];
+        for bind in &self.binds {
+            if bind.readonly {
+                readable.push(bind.target.clone());
+            } else {
+                writable.push(bind.target.clone());
+            }
+        }
+        (readable, writable)
+    }
+}
+
+#[derive(Default)]
+struct Args(Vec<OsString>);
+
+impl Args {
+    fn push<const N: usize>(&mut self, items: [&str; N]) {
+        self.0.extend(items.iter().map(OsString::from));
+    }
+    fn push_os<const N: usize>(&mut self, items: [OsString; N]) {
+        self.0.extend(items);
+    }
+}
+
+/// `path` without `.`, `..` and repeated slashes; `..` never climbs above `/`.
+fn lexically_normal(path: &str) -> PathBuf {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    PathBuf::from(format!("/{}", parts.join("/")))
+}
+
+/// The `bwrap` executable, or `unavailable` with how to install it.
+pub fn bubblewrap() -> Result<PathBuf, Error> {
+    super::which("bwrap").map(PathBuf::from).ok_or_else(|| {
+        Error::Unavailable(
+            "sandbox provider `subprocess` needs bubblewrap (`bwrap`) to seal the agent in, and it \
+             is not installed; install it (Debian/Ubuntu: apt-get install bubblewrap, Fedora: dnf \
+             install bubblewrap) or use `provider: docker`"
+                .into(),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mount(source: &str, target: &str, readonly: bool) -> Mount {
+        Mount {
+            source: source.into(),
+            target: target.into(),
+            readonly,
+        }
+    }
+
+    fn text(args: &[OsString]) -> String {
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn binds_follow_the_request_and_come_after_the_system() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().to_str().unwrap();
+        let view = SealedView::new(vec![
+            mount(source, "/workspace", true),
+            mount(source, "/tmp", false),
+        ])
+        .unwrap();
+        let args = text(&view.bwrap_args(
+            &["sh".into(), "-c".into(), "echo hi".into()],
+            "/workspace",
+            false,
+            (0, 0),
+            None,
+            &BwrapFds {
+                seccomp: vec![7],
+                ..BwrapFds::default()
+            },
+        ));
+        assert!(args.contains("--unshare-net"), "{args}");
+        assert!(args.contains("--cap-drop ALL"), "{args}");
+        assert!(args.contains("--ro-bind /etc /etc"), "{args}");
+        assert!(args.contains("--ro-bind /dev/null /etc/shadow"), "{args}");
+        assert!(args.contains(&format!("--ro-bind {source} /workspace")), "{args}");
+        assert!(args.contains(&format!("--bind {source} /tmp")), "{args}");
+        assert!(!args.contains("--tmpfs /tmp"), "a bound /tmp replaces the empty one");
+        assert!(args.contains("--add-seccomp-fd 7"), "{args}");
+        assert!(args.ends_with("--chdir /workspace -- sh -c echo hi"), "{args}");
+        assert!(args.find("/etc/shadow") < args.find("/workspace"));
+    }
+
+    #[test]
+    fn host_network_is_shared_only_when_asked() {
+        let view = SealedView::new(vec![]).unwrap();
+        let args = text(&view.bwrap_args(
+            &["true".into()],
+            "/",
+            true,
+            (1000, 1000),
+            None,
+            &BwrapFds::default(),
+        ));
+        assert!(!args.contains("--unshare-net"), "{args}");
+        assert!(args.contains("--uid 1000 --gid 1000"), "{args}");
+        assert!(args.contains("--tmpfs /tmp"), "{args}");
+    }
+
+    #[test]
+    fn with_an_init_the_command_runs_behind_a_fence_of_exactly_the_view() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().to_str().unwrap();
+        let view = SealedView::new(vec![
+            mount(source, "/workspace", false),
+            mount(source, "/data", true),
+        ])
+        .unwrap();
+        let args = text(&view.bwrap_args(
+            &["make".into()],
+            "/workspace",
+            false,
+            (0, 0),
+            Some(Path::new("/opt/agentgate")),
+            &BwrapFds::default(),
+        ));
+        let init = format!("--ro-bind /opt/agentgate {}", landlock::INIT_PATH);
+        assert!(args.contains(&init), "{args}");
+        assert!(args.find(&init) < args.find("--chdir"), "{args}");
+        let command = args.split("--chdir /workspace -- ").nth(1).unwrap();
+        assert!(command.starts_with(landlock::INIT_PATH), "{command}");
+        assert!(command.contains("--read /usr"), "{command}");
+        assert!(command.contains("--read /data"), "{command}");
+        assert!(command.contains("--write /workspace"), "{command}");
+        assert!(!command.contains("--write /data"), "{command}");
+        assert!(command.ends_with("-- make"), "{command}");
+    }
+
+    #[test]
+    fn binds_that_cover_the_system_or_do_not_exist_are_refused() {
+        for target in ["/", "/usr/lib", "/etc", "/proc/1", "/dev", "/x/../etc"] {
+            let error = SealedView::new(vec![mount("/tmp", target, false)]).unwrap_err();
+            assert!(
+                matches!(error, Error::InvalidSpec(ref f) if f.path == "binds[0].target"),
+                "{target}: {error:?}"
+            );
+        }
+        let error = SealedView::new(vec![mount("relative", "/x", false)]).unwrap_err();
+        assert!(matches!(error, Error::InvalidSpec(ref f) if f.path == "binds[0].source"));
+        let error = SealedView::new(vec![mount("/no/such/dir/xyz", "/x", false)]).unwrap_err();
+        assert!(matches!(error, Error::Failed(ref m) if m.contains("/no/such/dir/xyz")));
+    }
+}

@@ -1,0 +1,533 @@
+//! The `subprocess` sandbox against an agent that tries to get out.
+//!
+//! Each test plays one attack from the containment issue through the real `agentgate`
+//! binary, with bubblewrap, seccomp and cgroups for real, and checks from the host
+//! that it failed. CI runs as root, which is the harder case: root outside is exactly
+//! what the sandbox must not hand over. The last test runs agentgate itself as an
+//! unprivileged user.
+
+mod support;
+
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use support::{
+    eventually, local_subprocess, processes_with_arg, shell_agent, stderr, task_spec, Home,
+};
+
+/// A `local` workspace in a `subprocess` sandbox with extra `sandbox` lines.
+fn sandboxed(workspace: &Path, sandbox_extra: &str, agent: &str) -> String {
+    format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: subprocess\n{}{agent}",
+        workspace.display(),
+        support::indent(sandbox_extra, 2)
+    )
+}
+
+/// Every file under `root` with its contents, sorted by path.
+fn files_of_tree(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push((
+                    path.display().to_string(),
+                    std::fs::read(&path).unwrap_or_default(),
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn the_agent_cannot_see_or_touch_agentgates_home_or_other_homes() {
+    let home = Home::new();
+    // Give the home a compile cache, grants and an earlier run to attack.
+    assert!(home.agentgate(&["plugins", "list"]).status.success());
+    std::fs::write(home.dir.path().join("grants.yaml"), "plugins: {}\n").unwrap();
+    let before = files_of_tree(home.dir.path());
+    assert!(
+        before.iter().any(|(p, _)| p.ends_with(".cwasm")),
+        "no cache to attack: {before:?}"
+    );
+
+    let workspace = tempfile::tempdir().unwrap();
+    let target = home.dir.path().display().to_string();
+    let agent = shell_agent(&format!(
+        "ls -la {target} || true\n\
+         echo pwned >> {target}/grants.yaml || true\n\
+         for f in $(find / -name '*.cwasm' 2>/dev/null); do echo \"found $f\"; echo x > \"$f\"; done\n\
+         ls /root /home /run 2>&1 || true\n\
+         echo done"
+    ));
+    let output = home.run_spec(&task_spec(
+        "home",
+        "attack the host",
+        &sandboxed(workspace.path(), "", &agent),
+    ));
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    let stdout = home.log("stdout.log");
+    assert!(stdout.contains("done"), "{stdout}");
+    assert!(!stdout.contains("found "), "the cache was visible: {stdout}");
+    // Every file the home had is as it was (the run itself adds its folder and task).
+    let after = files_of_tree(home.dir.path());
+    for (path, contents) in &before {
+        let now = after.iter().find(|(p, _)| p == path).map(|(_, c)| c);
+        assert_eq!(now, Some(contents), "{path} changed");
+    }
+    let stderr_log = home.log("stderr.log");
+    assert!(stderr_log.contains(&target), "the attack did not run: {stderr_log}");
+    // /root and /run are absent; /home holds only the sandbox's own HOME, and the
+    // Landlock fence refuses even to list it.
+    assert!(stdout.contains("cannot access '/root'"), "{stdout}");
+    assert!(stdout.contains("cannot access '/run'"), "{stdout}");
+    assert!(stdout.contains("cannot open directory '/home': Permission denied"), "{stdout}");
+}
+
+#[test]
+fn setsid_and_job_control_descendants_die_at_timeout_and_at_sigterm() {
+    // At the timeout.
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let agent = shell_agent(
+        "setsid sleep 301.201 &\n\
+         (setsid sh -c 'sleep 301.202 & exit' &)\n\
+         set -m\n\
+         sleep 301.203 &\n\
+         touch started\n\
+         sleep 301.204",
+    );
+    let output = home.run_spec(&task_spec(
+        "escape-timeout",
+        "outlive the run",
+        &sandboxed(workspace.path(), "resources:\n  timeout: 3s\n", &agent),
+    ));
+    assert_eq!(output.status.code(), Some(4), "{}", stderr(&output));
+    assert!(workspace.path().join("started").exists());
+    for marker in ["301.201", "301.202", "301.203", "301.204"] {
+        assert!(
+            eventually(5, || processes_with_arg(marker).is_empty()),
+            "sleep {marker} survived the timeout"
+        );
+    }
+
+    // At SIGTERM.
+    let home = Home::new();
+    let agent = shell_agent(
+        "setsid sleep 301.211 &\n\
+         (setsid sh -c 'sleep 301.212 & exit' &)\n\
+         set -m\n\
+         sleep 301.213 &\n\
+         sleep 301.214",
+    );
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(
+        &path,
+        task_spec(
+            "escape-term",
+            "x",
+            &local_subprocess(workspace.path(), false, "10m", &agent),
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentgate"))
+        .args(["run", path.to_str().unwrap()])
+        .env("AGENTGATE_HOME", home.dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(30, || !processes_with_arg("301.214").is_empty()));
+    assert!(eventually(10, || processes_with_arg("301.212").len() == 1));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    for marker in ["301.211", "301.212", "301.213", "301.214"] {
+        assert!(
+            eventually(5, || processes_with_arg(marker).is_empty()),
+            "sleep {marker} survived SIGTERM"
+        );
+    }
+}
+
+#[test]
+fn a_descendant_holding_stdout_does_not_hold_the_run() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let agent = shell_agent("sleep 301.301 &\necho finished");
+    let output = home.run_spec(&task_spec(
+        "stdout-holder",
+        "finish while a child holds stdout",
+        &sandboxed(workspace.path(), "resources:\n  timeout: 2m\n", &agent),
+    ));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let result = home.result();
+    assert_eq!(result["status"], "succeeded");
+    assert!(home.log("stdout.log").contains("finished"));
+    assert!(processes_with_arg("301.301").is_empty());
+}
+
+#[test]
+fn a_root_agent_cannot_unmount_remount_nsenter_or_read_the_host_through_proc() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("file.txt"), "original\n").unwrap();
+    let agent = shell_agent(
+        "id -u\n\
+         grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status\n\
+         umount -l /workspace && echo UMOUNT-WORKED\n\
+         mount -o remount,rw /workspace && echo REMOUNT-WORKED\n\
+         mount -t tmpfs none /mnt && echo MOUNT-WORKED\n\
+         nsenter --net=/proc/1/ns/net true && echo NSENTER-WORKED\n\
+         unshare -U true && echo UNSHARE-WORKED\n\
+         echo changed > /workspace/file.txt && echo WRITE-WORKED\n\
+         cat /proc/$PPID/environ | tr '\\0' '\\n'\n\
+         cat /proc/1/environ | tr '\\0' '\\n'\n\
+         echo processes: $(ls /proc | grep -c '^[0-9]')\n\
+         exit 0",
+    );
+    let spec = format!(
+        "workspace:\n  source: local\n  path: {}\n  readonly: true\nsandbox:\n  provider: subprocess\n  network: none\n{agent}",
+        workspace.path().display()
+    );
+    let output = home.run_spec(&task_spec("root-attacks", "escape", &spec));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = home.log("stdout.log");
+
+    assert!(stdout.contains("CapEff:\t0000000000000000"), "{stdout}");
+    assert!(stdout.contains("CapPrm:\t0000000000000000"), "{stdout}");
+    assert!(stdout.contains("NoNewPrivs:\t1"), "{stdout}");
+    assert!(stdout.contains("Seccomp:\t2"), "{stdout}");
+    for worked in [
+        "UMOUNT-WORKED",
+        "REMOUNT-WORKED",
+        "MOUNT-WORKED",
+        "NSENTER-WORKED",
+        "UNSHARE-WORKED",
+        "WRITE-WORKED",
+    ] {
+        assert!(!stdout.contains(worked), "{worked}: {stdout}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("file.txt")).unwrap(),
+        "original\n"
+    );
+    // The host's environment (the test sets HOST_ONLY_SECRET) is nowhere in reach.
+    assert!(!stdout.contains("must-not-leak"), "{stdout}");
+    let count: usize = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("processes: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(count < 10, "the agent sees {count} processes: {stdout}");
+}
+
+#[test]
+fn host_sockets_are_out_of_reach() {
+    let dir = Path::new("/run/agentgate-test");
+    std::fs::create_dir_all(dir).unwrap();
+    let socket_path = dir.join("engine.sock");
+    let _ = std::fs::remove_file(&socket_path);
+    let listener = std::os::unix::net::UnixListener::bind(&socket_path).unwrap();
+    std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let agent = shell_agent(&format!(
+        "test -e {0} && echo SOCKET-VISIBLE\n\
+         ls /run 2>&1\n\
+         ls /var/run/docker.sock 2>&1\n\
+         echo done",
+        socket_path.display()
+    ));
+    let output = home.run_spec(&task_spec(
+        "sockets",
+        "reach the engine",
+        &sandboxed(workspace.path(), "", &agent),
+    ));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = home.log("stdout.log");
+    assert!(stdout.contains("done"), "{stdout}");
+    assert!(!stdout.contains("SOCKET-VISIBLE"), "{stdout}");
+    // Nobody connected.
+    assert!(listener.accept().is_err());
+    let _ = std::fs::remove_file(&socket_path);
+}
+
+#[test]
+fn a_memory_hog_is_oom_killed_and_the_run_says_so() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let agent = shell_agent("echo start\nexec tail /dev/zero");
+    let output = home.run_spec(&task_spec(
+        "oom",
+        "eat memory",
+        &sandboxed(
+            workspace.path(),
+            "resources:\n  memory: 64Mi\n  timeout: 2m\n",
+            &agent,
+        ),
+    ));
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let result = home.result();
+    assert_eq!(result["status"], "failed");
+    let error = result["error"].as_str().unwrap();
+    assert!(error.contains("OOMKilled"), "{error}");
+    let usage = &result["sandbox"]["resourceUsage"];
+    assert_eq!(usage["oomKilled"], true, "{usage}");
+    assert!(usage["peakMemoryMB"].as_f64().unwrap() > 32.0, "{usage}");
+    assert!(usage["peakMemoryMB"].as_f64().unwrap() <= 64.5, "{usage}");
+    assert!(home.log("events.ndjson").contains("OOMKilled"));
+}
+
+#[test]
+fn a_fork_bomb_stops_at_the_pids_limit() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    // The loop's shell dies when fork fails; the survivors are counted with builtins
+    // only, since nothing can fork any more.
+    let agent = shell_agent(
+        "(i=0; while [ $i -lt 500 ]; do sleep 301.401 & i=$((i+1)); done) 2>/dev/null\n\
+         n=0; for p in /proc/[0-9]*; do n=$((n+1)); done\n\
+         echo forked $n\n\
+         exit 0",
+    );
+    let output = home.run_spec(&task_spec(
+        "fork-bomb",
+        "fork forever",
+        &sandboxed(
+            workspace.path(),
+            "resources:\n  timeout: 2m\noptions:\n  pids: 40\n",
+            &agent,
+        ),
+    ));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = home.log("stdout.log");
+    let forked: u32 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("forked "))
+        .unwrap_or_else(|| panic!("{stdout}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        (30..=40).contains(&forked),
+        "{forked} processes with a limit of 40"
+    );
+    assert!(eventually(5, || processes_with_arg("301.401").is_empty()));
+}
+
+#[test]
+fn a_cpu_busy_agent_reports_its_usage_and_nothing_is_left_behind() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let agent = shell_agent("end=$(($(date +%s) + 2))\nwhile [ $(date +%s) -lt $end ]; do :; done\necho busy-done");
+    let mounts_before = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let output = home.run_spec(&task_spec(
+        "cpu",
+        "spin",
+        &sandboxed(workspace.path(), "resources:\n  cpu: 1\n  timeout: 2m\n", &agent),
+    ));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let result = home.result();
+    let usage = &result["sandbox"]["resourceUsage"];
+    assert!(usage["cpuPercent"].as_f64().unwrap() > 0.0, "{usage}");
+    assert_eq!(usage["oomKilled"], false);
+
+    // No cgroup, mount or process of the run is left.
+    let run_id = result["runId"].as_str().unwrap().to_string();
+    for root in ["/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
+        let mut stack = vec![std::path::PathBuf::from(root).join("agentgate")];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                assert!(!name.contains(&run_id), "cgroup {} left behind", entry.path().display());
+                if entry.path().is_dir() {
+                    stack.push(entry.path());
+                }
+            }
+        }
+    }
+    let mounts_after = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert_eq!(
+        mounts_before.lines().count(),
+        mounts_after.lines().count(),
+        "mounts changed:\n{mounts_after}"
+    );
+    assert!(!mounts_after.contains(&run_id));
+}
+
+/// The host's address on its first non-loopback interface, found without traffic.
+fn host_address() -> std::net::IpAddr {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    socket.connect("10.255.255.255:9").unwrap();
+    socket.local_addr().unwrap().ip()
+}
+
+#[test]
+fn network_none_is_empty_and_bridge_reaches_out_but_not_the_host_loopback() {
+    let listener = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let address = host_address();
+    let probe = |target: &str| {
+        format!("bash -c 'echo hi > /dev/tcp/{target}/{port}' 2>/dev/null && echo REACHED-{target} || echo BLOCKED-{target}\n")
+    };
+
+    // network: none — only loopback, nothing reachable.
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let script = format!(
+        "cat /proc/net/dev\n{}{}",
+        probe(&address.to_string()),
+        probe("10.0.2.2")
+    );
+    let output = home.run_spec(&task_spec(
+        "net-none",
+        "reach out",
+        &sandboxed(workspace.path(), "network: none\n", &shell_agent(&script)),
+    ));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = home.log("stdout.log");
+    let interfaces: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains(':') && !l.contains('|'))
+        .filter_map(|l| l.split(':').next())
+        .map(str::trim)
+        .collect();
+    assert_eq!(interfaces, ["lo"], "{stdout}");
+    assert!(stdout.contains(&format!("BLOCKED-{address}")), "{stdout}");
+
+    // network: bridge — outbound to the host's address works, its loopback does not.
+    let home = Home::new();
+    let output = home.run_spec(&task_spec(
+        "net-bridge",
+        "reach out",
+        &sandboxed(workspace.path(), "network: bridge\n", &shell_agent(&script)),
+    ));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = home.log("stdout.log");
+    assert!(stdout.contains("tap0"), "{stdout}");
+    assert!(stdout.contains(&format!("REACHED-{address}")), "{stdout}");
+    assert!(stdout.contains("BLOCKED-10.0.2.2"), "{stdout}");
+    let mut connections = 0;
+    while let Ok((mut stream, _)) = listener.accept() {
+        let mut text = String::new();
+        let _ = stream.read_to_string(&mut text);
+        connections += 1;
+    }
+    assert_eq!(connections, 1, "only the bridge run reached the host");
+}
+
+#[test]
+fn extra_mounts_are_bound_read_only_when_asked_and_checked_before_the_run() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::write(shared.path().join("data.txt"), "shared\n").unwrap();
+    let agent = shell_agent(
+        "cat /data/data.txt\necho x > /data/new.txt && echo WROTE-RO\necho y > /scratch/out.txt && echo WROTE-RW",
+    );
+    let extra = format!(
+        "mounts:\n  - source: {0}\n    target: /data\n    readonly: true\n  - source: {1}\n    target: /scratch\n",
+        shared.path().display(),
+        workspace.path().display()
+    );
+    let output = home.run_spec(&task_spec(
+        "mounts",
+        "use mounts",
+        &sandboxed(workspace.path(), &extra, &agent),
+    ));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = home.log("stdout.log");
+    assert!(stdout.contains("shared"), "{stdout}");
+    assert!(!stdout.contains("WROTE-RO"), "{stdout}");
+    assert!(stdout.contains("WROTE-RW"), "{stdout}");
+    assert!(!shared.path().join("new.txt").exists());
+
+    // A source that does not exist stops the run before the agent starts.
+    let home = Home::new();
+    let missing = "mounts:\n  - source: /no/such/agentgate/dir\n    target: /data\n";
+    let output = home.run_spec(&task_spec(
+        "mounts-missing",
+        "x",
+        &sandboxed(workspace.path(), missing, &shell_agent("touch ran")),
+    ));
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains("sandbox.mounts[0].source") && message.contains("/no/such/agentgate/dir"),
+        "{message}"
+    );
+    assert!(!workspace.path().join("ran").exists());
+    assert!(!home.dir.path().join("runs").exists());
+}
+
+#[test]
+fn a_disk_limit_is_refused_not_ignored() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let output = home.run_spec(&task_spec(
+        "disk",
+        "x",
+        &sandboxed(workspace.path(), "resources:\n  disk: 1Gi\n", &shell_agent("touch ran")),
+    ));
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let error = home.result()["error"].as_str().unwrap().to_string();
+    assert!(error.contains("resources.disk"), "{error}");
+    assert!(!workspace.path().join("ran").exists());
+}
+
+#[test]
+fn an_unprivileged_host_user_gets_a_sandbox_or_a_clear_refusal() {
+    // agentgate itself as uid 65534: either it can seal the agent (user namespaces and a
+    // delegated cgroup), or it must refuse and say what is missing. Never run unsealed.
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    for dir in [home.dir.path(), workspace.path()] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let spec_path = home.dir.path().join("task.yaml");
+    std::fs::write(
+        &spec_path,
+        task_spec(
+            "unprivileged",
+            "x",
+            &sandboxed(workspace.path(), "", &shell_agent("id -u > uid.txt")),
+        ),
+    )
+    .unwrap();
+    let output = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_agentgate"))
+        .args(["run", spec_path.to_str().unwrap()])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("AGENTGATE_HOME", home.dir.path())
+        .output()
+        .unwrap();
+    let result = home.result();
+    if output.status.success() {
+        assert_eq!(
+            std::fs::read_to_string(workspace.path().join("uid.txt")).unwrap().trim(),
+            "65534"
+        );
+    } else {
+        assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+        let error = result["error"].as_str().unwrap();
+        assert!(error.contains("cgroup") || error.contains("namespace"), "{error}");
+        assert!(!workspace.path().join("uid.txt").exists(), "ran unsealed");
+    }
+}
