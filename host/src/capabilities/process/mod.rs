@@ -5,6 +5,7 @@
 //! groups a plugin started are tracked per store and killed when the store goes away,
 //! so cleanup does not depend on the plugin behaving.
 
+pub mod cgroup;
 mod isolation;
 mod pump;
 
