@@ -239,7 +239,8 @@ mod tests {
     const V2_MOUNTS: &str = "\
 25 30 0:23 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
 ";
-    const V2_SELF: &str = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/run-u7.scope\n";
+    const V2_SELF: &str =
+        "0::/user.slice/user-1000.slice/user@1000.service/app.slice/run-u7.scope\n";
 
     fn offers(controllers: &'static str) -> impl Fn(&Path) -> Option<String> {
         move |_| Some(controllers.to_string())
@@ -266,7 +267,10 @@ mod tests {
         let Layout::V1 { memory, cpu, .. } = layout else {
             panic!("expected v1, got {layout:?}")
         };
-        assert_eq!(memory, PathBuf::from("/sys/fs/cgroup/memory/process_api/e44f"));
+        assert_eq!(
+            memory,
+            PathBuf::from("/sys/fs/cgroup/memory/process_api/e44f")
+        );
         assert_eq!(cpu, PathBuf::from("/sys/fs/cgroup/cpu"));
     }
 
@@ -293,9 +297,13 @@ mod tests {
 
     #[test]
     fn v2_with_the_controllers_is_chosen_at_the_root_for_root() {
-        let layout =
-            Layout::choose(V2_MOUNTS, V2_SELF, true, &offers("cpuset cpu io memory pids\n"))
-                .unwrap();
+        let layout = Layout::choose(
+            V2_MOUNTS,
+            V2_SELF,
+            true,
+            &offers("cpuset cpu io memory pids\n"),
+        )
+        .unwrap();
         assert_eq!(
             layout,
             Layout::V2 {
@@ -324,7 +332,10 @@ mod tests {
         let err = Layout::choose(V2_MOUNTS, V2_SELF, true, &offers("memory pids")).unwrap_err();
         let message = err.to_string();
         assert!(message.contains("offers [memory pids]"), "{message}");
-        assert!(message.contains("no hierarchy for memory, cpu, cpuacct, pids"), "{message}");
+        assert!(
+            message.contains("no hierarchy for memory, cpu, cpuacct, pids"),
+            "{message}"
+        );
         assert!(message.contains("cgroup2 mounted"), "{message}");
     }
 
@@ -337,10 +348,14 @@ mod tests {
     #[test]
     fn a_mount_of_a_subtree_maps_own_paths_below_its_root() {
         // Without a cgroup namespace, a container sees its own cgroup mounted as the root.
-        let mounts =
-            "40 30 0:40 /docker/abc /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
-        let layout = Layout::choose(mounts, "0::/docker/abc/sub\n", false, &offers("memory cpu pids"))
-            .unwrap();
+        let mounts = "40 30 0:40 /docker/abc /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        let layout = Layout::choose(
+            mounts,
+            "0::/docker/abc/sub\n",
+            false,
+            &offers("memory cpu pids"),
+        )
+        .unwrap();
         assert_eq!(
             layout,
             Layout::V2 {

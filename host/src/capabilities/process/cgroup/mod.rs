@@ -201,10 +201,12 @@ impl Cgroup {
                 make_dir(parent, true)?;
             }
             make_dir(&dir, false)?;
-            let procs = CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
-                .map_err(|_| CgroupError::InvalidName {
-                    name: name.to_string(),
-                    reason: "the cgroup path contains a NUL byte",
+            let procs =
+                CString::new(dir.join("cgroup.procs").as_os_str().as_bytes()).map_err(|_| {
+                    CgroupError::InvalidName {
+                        name: name.to_string(),
+                        reason: "the cgroup path contains a NUL byte",
+                    }
                 })?;
             cgroup.dirs.push(dir);
             cgroup.procs.push(procs);
@@ -249,7 +251,9 @@ impl Cgroup {
             Backend::V1(dirs) => dirs.usage()?,
             Backend::V2(dir) => dir.usage()?,
         };
-        let peak_seen = self.peak_seen.fetch_max(raw.memory_bytes, Ordering::Relaxed);
+        let peak_seen = self
+            .peak_seen
+            .fetch_max(raw.memory_bytes, Ordering::Relaxed);
         let elapsed = self.created.elapsed().as_nanos().max(1) as f64;
         Ok(CgroupUsage {
             cpu_time_ns: raw.cpu_time_ns,

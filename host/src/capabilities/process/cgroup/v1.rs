@@ -5,8 +5,8 @@ use std::io;
 use std::path::PathBuf;
 
 use super::{
-    cpu_quota, keyed, kill_members, read_u64, swap_active, swap_unaccounted, write,
-    CgroupError, CgroupLimits, Freezer, RawUsage,
+    cpu_quota, keyed, kill_members, read_u64, swap_active, swap_unaccounted, write, CgroupError,
+    CgroupLimits, Freezer, RawUsage,
 };
 
 /// The cgroup's directory in each hierarchy; `cpu` equals `cpuacct` when co-mounted.
@@ -22,7 +22,10 @@ pub(super) struct Dirs {
 impl Dirs {
     pub(super) fn apply(&self, limits: &CgroupLimits) -> Result<(), CgroupError> {
         if let Some(bytes) = limits.memory_bytes {
-            write(&self.memory.join("memory.limit_in_bytes"), &bytes.to_string())?;
+            write(
+                &self.memory.join("memory.limit_in_bytes"),
+                &bytes.to_string(),
+            )?;
             // memory+swap: without it, swap would extend the limit.
             let memsw = self.memory.join("memory.memsw.limit_in_bytes");
             if memsw.exists() {

@@ -28,8 +28,7 @@ pub(super) fn delegate_controllers(base: &Path) -> Result<(), CgroupError> {
 
 fn enable_controllers(dir: &Path) -> Result<(), CgroupError> {
     let file = dir.join("cgroup.subtree_control");
-    let enabled = std::fs::read_to_string(&file)
-        .map_err(|e| CgroupError::io("read", &file, e))?;
+    let enabled = std::fs::read_to_string(&file).map_err(|e| CgroupError::io("read", &file, e))?;
     let missing = missing_controllers(&enabled);
     if missing.is_empty() {
         return Ok(());
@@ -94,7 +93,10 @@ impl Dir {
             kill_members(&procs, None);
             return;
         }
-        let (freeze, events) = (self.path.join("cgroup.freeze"), self.path.join("cgroup.events"));
+        let (freeze, events) = (
+            self.path.join("cgroup.freeze"),
+            self.path.join("cgroup.events"),
+        );
         kill_members(
             &procs,
             Some(Freezer {
@@ -140,7 +142,10 @@ mod tests {
         let events = "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\noom_group_kill 0\n";
         assert_eq!(keyed(events, "oom_kill"), Some(1));
         assert_eq!(keyed(events, "oom"), Some(1));
-        assert_eq!(keyed("low 0\nmax 0\noom 0\noom_kill 0\n", "oom_kill"), Some(0));
+        assert_eq!(
+            keyed("low 0\nmax 0\noom 0\noom_kill 0\n", "oom_kill"),
+            Some(0)
+        );
         assert_eq!(keyed("low 0\n", "oom_kill"), None);
     }
 
