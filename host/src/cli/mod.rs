@@ -29,8 +29,10 @@ use interrupt::Interrupts;
     about = "Run AI coding agents on tasks, in sandboxes, through WebAssembly plugins."
 )]
 pub struct Cli {
-    /// Where runs, caches and grants live. A relative path is taken from the current
-    /// directory, once, here: every later use sees the same absolute path.
+    /// Where runs, caches and grants live; a relative path is taken from the current
+    /// directory.
+    // Made absolute once, here, so every later use (run folders, fresh workspaces,
+    // the cache) sees the same absolute path.
     #[arg(
         long,
         global = true,
