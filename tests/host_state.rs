@@ -140,10 +140,7 @@ fn a_signal_during_start_up_exits_130() {
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(130), "{name}: {status:?}");
         // It landed before the run proper: no run was started.
-        assert!(
-            run_folders(home.path()).is_empty(),
-            "{name}: a run started"
-        );
+        assert!(run_folders(home.path()).is_empty(), "{name}: a run started");
     }
 }
 
@@ -196,7 +193,11 @@ fn a_tampered_compile_cache_entry_is_discarded_and_compiled_again() {
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
         .collect();
-    assert!(!entries.is_empty(), "nothing was cached in {}", cache.display());
+    assert!(
+        !entries.is_empty(),
+        "nothing was cached in {}",
+        cache.display()
+    );
     let mut tampered = Vec::new();
     for entry in &entries {
         let mut bytes = std::fs::read(entry).unwrap();

@@ -180,7 +180,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = cache(dir.path());
         let (path, key) = stored(&cache, "aa", b"compiled bytes");
-        assert_eq!(cache.read(&path, &key), Entry::Sealed(b"compiled bytes".to_vec()));
+        assert_eq!(
+            cache.read(&path, &key),
+            Entry::Sealed(b"compiled bytes".to_vec())
+        );
         let missing = cache.dir.join("bb.cwasm");
         assert_eq!(cache.read(&missing, &cache.key("bb")), Entry::Missing);
     }
@@ -213,12 +216,16 @@ mod tests {
         let cache = cache(dir.path());
         let (path, key) = stored(&cache, "aa", b"compiled bytes");
         std::fs::write(&path, b"\x7fELF raw precompiled bytes").unwrap();
-        assert!(matches!(cache.read(&path, &key), Entry::Rejected(r) if r.contains("not an entry")));
+        assert!(
+            matches!(cache.read(&path, &key), Entry::Rejected(r) if r.contains("not an entry"))
+        );
 
         let (real, _) = stored(&cache, "cc", b"compiled bytes");
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink(&real, &path).unwrap();
-        assert!(matches!(cache.read(&path, &key), Entry::Rejected(r) if r.contains("cannot be read")));
+        assert!(
+            matches!(cache.read(&path, &key), Entry::Rejected(r) if r.contains("cannot be read"))
+        );
     }
 
     #[test]
