@@ -59,9 +59,9 @@ impl ComponentCache {
         let path = self.dir.join(format!("{key}.cwasm"));
         match self.read(&path, &key) {
             Entry::Sealed(compiled) => {
-                // SAFETY: the seal proves these are the bytes `precompile_component` of an
-                // engine with the same compatibility hash produced for this key and this
-                // host wrote, in a directory only this user can write.
+                // SAFETY: the seal shows these bytes are unchanged since this host wrote
+                // them for this key, from `precompile_component` of an engine with the
+                // same compatibility hash, in a directory only this user can write.
                 if let Ok(component) = unsafe { Component::deserialize(engine, &compiled) } {
                     return Ok(component);
                 }
