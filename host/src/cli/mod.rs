@@ -2,20 +2,25 @@
 //!
 //! Exit codes: 0 the run succeeded (or the command did); 1 the agent failed; 2 the
 //! input is invalid (TaskSpec, options, flags); 3 a plugin or the host failed; 4 the
-//! run timed out; 130 the run was interrupted.
+//! run timed out; 130 the run was interrupted (SIGINT, SIGTERM, SIGHUP or SIGQUIT, at
+//! any point).
 
+mod interrupt;
 mod plugins;
 mod progress;
 mod run;
 mod schema;
 mod validate;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use clap::builder::{PathBufValueParser, TypedValueParser};
 use clap::{Parser, Subcommand};
 
+use crate::runtime::grants::GrantsError;
 use crate::runtime::{Grants, PluginLimits, Runtime, RuntimeConfig};
+use interrupt::Interrupts;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -24,9 +29,18 @@ use crate::runtime::{Grants, PluginLimits, Runtime, RuntimeConfig};
     about = "Run AI coding agents on tasks, in sandboxes, through WebAssembly plugins."
 )]
 pub struct Cli {
-    /// Where runs, caches and grants live.
-    #[arg(long, global = true, env = "AGENTGATE_HOME")]
-    home: Option<PathBuf>,
+    /// Where runs, caches and grants live; a relative path is taken from the current
+    /// directory.
+    // Made absolute once, here, so every later use (run folders, fresh workspaces,
+    // the cache) sees the same absolute path.
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTGATE_HOME",
+        default_value_os_t = default_home(),
+        value_parser = PathBufValueParser::new().try_map(std::path::absolute),
+    )]
+    home: PathBuf,
     /// Extra plugin directory (repeatable); also AGENTGATE_PLUGIN_PATH, colon-separated.
     #[arg(long = "plugin-dir", global = true)]
     plugin_dirs: Vec<PathBuf>,
@@ -56,39 +70,71 @@ pub(crate) const EXIT_INVALID: u8 = 2;
 pub(crate) const EXIT_ERROR: u8 = 3;
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .expect("starting the async runtime");
-    runtime.block_on(cli.dispatch())
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(EXIT_ERROR, format!("cannot start the async runtime: {e}")),
+    };
+    runtime.block_on(async {
+        // First, so that no signal from here on kills the host outright.
+        let interrupts = match Interrupts::install() {
+            Ok(interrupts) => interrupts,
+            Err(e) => return fail(EXIT_ERROR, format!("cannot handle signals: {e}")),
+        };
+        Cli::parse().dispatch(&interrupts).await
+    })
+}
+
+/// `~/.agentgate`, or `./.agentgate` where `HOME` is not set.
+fn default_home() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join(".agentgate")
+}
+
+/// Why the plugins could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LoadError {
+    /// The operator's grants (file or flags) are invalid: input, not a host failure.
+    #[error(transparent)]
+    Grants(#[from] GrantsError),
+    #[error("{0:#}")]
+    Runtime(anyhow::Error),
+}
+
+impl LoadError {
+    pub(crate) fn exit_code(&self) -> u8 {
+        match self {
+            LoadError::Grants(_) => EXIT_INVALID,
+            LoadError::Runtime(_) => EXIT_ERROR,
+        }
+    }
 }
 
 impl Cli {
-    async fn dispatch(self) -> ExitCode {
+    async fn dispatch(&self, interrupts: &Interrupts) -> ExitCode {
         match &self.command {
             Command::Schema => schema::print(),
-            Command::Validate(args) => validate::run(&self, args).await,
-            Command::Run(args) => run::run(&self, args).await,
-            Command::Plugins(command) => plugins::run(&self, command).await,
+            Command::Validate(args) => validate::run(self, args).await,
+            Command::Run(args) => run::run(self, args, interrupts).await,
+            Command::Plugins(command) => plugins::run(self, command).await,
         }
     }
 
-    fn home(&self) -> PathBuf {
-        self.home.clone().unwrap_or_else(|| {
-            let home = std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("."));
-            home.join(".agentgate")
-        })
+    /// `AGENTGATE_HOME`, absolute.
+    fn home(&self) -> &Path {
+        &self.home
     }
 
     /// Loads the runtime with this invocation's plugin directories and grants.
-    async fn runtime(&self) -> Result<std::sync::Arc<Runtime>, String> {
+    async fn runtime(&self) -> Result<std::sync::Arc<Runtime>, LoadError> {
         let home = self.home();
-        let mut grants = Grants::from_file(&home.join("grants.yaml")).map_err(|e| e.to_string())?;
+        let mut grants = Grants::from_file(&home.join("grants.yaml"))?;
         for flag in &self.grants {
-            grants.add_flag(flag).map_err(|e| e.to_string())?;
+            grants.add_flag(flag)?;
         }
         let mut plugin_dirs: Vec<PathBuf> = std::env::var_os("AGENTGATE_PLUGIN_PATH")
             .map(|paths| {
@@ -105,7 +151,7 @@ impl Cli {
             limits: PluginLimits::default(),
         })
         .await
-        .map_err(|e| format!("{e:#}"))
+        .map_err(LoadError::Runtime)
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use super::{fail, Cli, EXIT_ERROR, EXIT_INVALID};
+use super::{fail, Cli, EXIT_INVALID};
 use crate::runtime::catalog::selector_field;
 use crate::runtime::LoadedPlugin;
 
@@ -18,7 +18,7 @@ pub enum PluginsCommand {
 pub async fn run(cli: &Cli, command: &PluginsCommand) -> ExitCode {
     let runtime = match cli.runtime().await {
         Ok(runtime) => runtime,
-        Err(e) => return fail(EXIT_ERROR, e),
+        Err(e) => return fail(e.exit_code(), e),
     };
     let catalog = runtime.catalog();
     match command {

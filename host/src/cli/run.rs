@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use super::interrupt::Interrupts;
 use super::progress::Progress;
 use super::{fail, Cli, EXIT_ERROR, EXIT_INVALID};
 use crate::capabilities::redact::is_secret_name;
@@ -23,7 +24,7 @@ pub struct RunArgs {
     secret_env: Vec<String>,
 }
 
-pub async fn run(cli: &Cli, args: &RunArgs) -> ExitCode {
+pub async fn run(cli: &Cli, args: &RunArgs, interrupts: &Interrupts) -> ExitCode {
     let text = match std::fs::read_to_string(&args.task) {
         Ok(text) => text,
         Err(e) => {
@@ -60,15 +61,15 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> ExitCode {
     }
     let runtime = match cli.runtime().await {
         Ok(runtime) => runtime,
-        Err(e) => return fail(EXIT_ERROR, e),
+        Err(e) => return fail(e.exit_code(), e),
     };
     let progress = Progress::new(args.json);
-    let mut request = RunRequest::new(spec, cli.home());
+    let mut request = RunRequest::new(spec, cli.home().to_path_buf());
     request.prompt = args.prompt.clone();
     request.secrets = secrets;
     request.redact = interpolated_secrets.into_inner();
     request.observer = Some(progress.observer());
-    request.cancel = Box::pin(interrupted());
+    request.cancel = Box::pin(interrupts.take_over());
 
     match engine::run(&runtime, request).await {
         Ok(report) => {
@@ -77,19 +78,5 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> ExitCode {
         }
         Err(RunError::Invalid(message)) => fail(EXIT_INVALID, message),
         Err(RunError::Host(e)) => fail(EXIT_ERROR, format!("{e:#}")),
-    }
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn interrupted() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = async {
-            match term.as_mut() {
-                Some(term) => { term.recv().await; }
-                None => std::future::pending::<()>().await,
-            }
-        } => {}
     }
 }

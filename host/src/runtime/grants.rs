@@ -147,7 +147,16 @@ pub enum GrantsError {
         path: String,
         source: std::io::Error,
     },
-    #[error("the grants file {path} is invalid: {source}")]
+    #[error(
+        "the grants file {path} is invalid: {source}\n  \
+         fix that line, or move the file away to grant nothing to plugins that are not \
+         built in; the format is\n    \
+         plugins:\n      \
+         NAME:\n        \
+         capabilities: [events, sandbox]\n        \
+         version: \"1.2.0\"        # optional\n        \
+         digest: \"sha256:HEX\"    # optional"
+    )]
     Parse {
         path: String,
         source: serde_yaml::Error,
@@ -300,6 +309,36 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("agentgate:plugin/docker"), "{text}");
         assert!(text.contains("--grant p=docker"), "{text}");
+    }
+
+    #[test]
+    fn a_grants_file_that_does_not_parse_names_the_file_and_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grants.yaml");
+        std::fs::write(
+            &path,
+            "plugins:\n  p:\n    capabilities: [events]\n  q:\n    capabilities: [root]\n",
+        )
+        .unwrap();
+        let text = Grants::from_file(&path).unwrap_err().to_string();
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains("line 5"), "{text}");
+        assert!(text.contains("unknown variant `root`"), "{text}");
+        assert!(text.contains("capabilities: [events, sandbox]"), "{text}");
+
+        // An appended line that is not YAML at all.
+        std::fs::write(&path, "plugins: {}\n}}} not yaml\n").unwrap();
+        let text = Grants::from_file(&path).unwrap_err().to_string();
+        assert!(text.contains("line 2"), "{text}");
+    }
+
+    #[test]
+    fn an_empty_or_missing_grants_file_grants_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grants.yaml");
+        assert_eq!(Grants::from_file(&path).unwrap(), Grants::default());
+        std::fs::write(&path, "# nothing granted yet\n").unwrap();
+        assert_eq!(Grants::from_file(&path).unwrap(), Grants::default());
     }
 
     #[test]
