@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::capabilities::{EventBody, RunEvent};
+use crate::record::{EventBody, RunEvent};
 use crate::engine::{RunReport, RunStatus};
 
 pub struct Progress {
@@ -38,7 +38,7 @@ impl Progress {
         let bar = self.bar.clone();
         Box::new(move |event| {
             if let EventBody::Phase { phase, status, .. } = &event.body {
-                if let (Some(bar), crate::capabilities::events::PhaseStatus::Started) =
+                if let (Some(bar), crate::record::PhaseStatus::Started) =
                     (&bar, status)
                 {
                     bar.set_message(format!("{phase}…"));
@@ -90,7 +90,7 @@ impl Progress {
 
 /// One line for a person, or nothing for events that only move the spinner.
 fn render(event: &RunEvent) -> Option<String> {
-    use crate::capabilities::events::PhaseStatus;
+    use crate::record::PhaseStatus;
     match &event.body {
         EventBody::Phase {
             phase,
