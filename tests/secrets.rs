@@ -99,7 +99,10 @@ impl Run {
             places.push((format!("the name {name}"), name.clone().into_bytes()));
             places.push((name, std::fs::read(&file).unwrap()));
         }
-        assert!(places.len() > 5, "the run folder is nearly empty: {places:?}");
+        assert!(
+            places.len() > 5,
+            "the run folder is nearly empty: {places:?}"
+        );
         for (place, bytes) in &places {
             for fragment in fragments {
                 assert!(
@@ -161,7 +164,11 @@ fn a_secret_printed_in_two_writes_is_masked() {
     let script = "K=$MODEL_API_KEY\nprintf 'key=%s' \"$(printf %s \"$K\" | cut -c1-10)\"\nsleep .3\nprintf '%s\\n' \"$(printf %s \"$K\" | cut -c11-)\"";
     both_modes(SECRET, script, |run| {
         run.assert_clean(&fragments(SECRET, &[10]));
-        assert!(run.read("stdout.log").contains("key=***"), "{}", run.read("stdout.log"));
+        assert!(
+            run.read("stdout.log").contains("key=***"),
+            "{}",
+            run.read("stdout.log")
+        );
         assert!(run.read("events.ndjson").contains("key=***"));
     });
 }
@@ -171,7 +178,10 @@ fn a_secret_in_a_file_name_is_masked_in_the_result_and_the_summary() {
     both_modes(SECRET, "touch \"leak-$MODEL_API_KEY.txt\"", |run| {
         run.assert_clean(&fragments(SECRET, &[]));
         let result = run.result();
-        assert_eq!(result["modifiedFiles"][0]["path"], "leak-***.txt", "{result}");
+        assert_eq!(
+            result["modifiedFiles"][0]["path"], "leak-***.txt",
+            "{result}"
+        );
         assert!(
             contains(&run.terminal(), b"leak-***.txt"),
             "{}",
@@ -205,4 +215,39 @@ fn a_long_line_before_a_secret_does_not_expose_its_start() {
         assert!(events.contains("xxx***"), "the masked line is missing");
         assert!(run.read("stdout.log").ends_with("x***\n"));
     });
+}
+
+#[test]
+fn a_secret_interpolated_into_the_task_spec_is_masked_in_its_error() {
+    let home = tempfile::tempdir().unwrap();
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: none\n  resources:\n    timeout: ${{DEPLOY_TOKEN}}\n{}",
+        home.path().display(),
+        shell_agent("true")
+    );
+    let task = home.path().join("task.yaml");
+    std::fs::write(&task, task_spec("secrets", "x", &execution)).unwrap();
+    for json in [false, true] {
+        let mut args = vec!["run", task.to_str().unwrap()];
+        if json {
+            args.push("--json");
+        }
+        let output = Command::new(env!("CARGO_BIN_EXE_agentgate"))
+            .args(&args)
+            .env("AGENTGATE_HOME", home.path())
+            .env("DEPLOY_TOKEN", SECRET)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        // The error still says where and what, without the value.
+        assert!(
+            stderr.contains("timeout") && stderr.contains("***"),
+            "{stderr}"
+        );
+        for fragment in fragments(SECRET, &[]) {
+            assert!(!contains(&output.stdout, fragment.as_bytes()));
+            assert!(!stderr.contains(&fragment), "{stderr}");
+        }
+    }
 }

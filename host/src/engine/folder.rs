@@ -19,7 +19,11 @@ pub struct RunFolder {
 
 impl RunFolder {
     /// Creates `home/runs/<run_id>` (private to the user).
-    pub fn create(home: &Path, run_id: &str, redactor: Arc<Redactor>) -> std::io::Result<RunFolder> {
+    pub fn create(
+        home: &Path,
+        run_id: &str,
+        redactor: Arc<Redactor>,
+    ) -> std::io::Result<RunFolder> {
         let dir = home.join("runs").join(run_id);
         std::fs::DirBuilder::new()
             .recursive(true)

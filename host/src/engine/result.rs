@@ -73,7 +73,11 @@ impl RunResult {
     pub fn mask(&mut self, redactor: &Redactor) {
         let mut texts: Vec<&mut String> = vec![&mut self.name];
         texts.extend(self.error.as_mut());
-        texts.extend(self.modified_files.iter_mut().map(|change| &mut change.path));
+        texts.extend(
+            self.modified_files
+                .iter_mut()
+                .map(|change| &mut change.path),
+        );
         if let Some(workspace) = &mut self.workspace {
             texts.extend([&mut workspace.root, &mut workspace.description]);
         }

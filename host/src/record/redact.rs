@@ -42,20 +42,19 @@ impl Redactor {
         needles.sort();
         needles.dedup();
         let longest = needles.iter().map(String::len).max().unwrap_or(0);
-        let needles = (!needles.is_empty()).then(|| {
-            AhoCorasick::new(&needles).expect("a few short literal needles always build")
-        });
+        let needles = (!needles.is_empty())
+            .then(|| AhoCorasick::new(&needles).expect("a few short literal needles always build"));
         Redactor { needles, longest }
     }
 
     pub fn apply(&self, text: String) -> String {
-        match self.apply_bytes(text.as_bytes()) {
-            Cow::Borrowed(_) => text,
+        if let Cow::Owned(bytes) = self.apply_bytes(text.as_bytes()) {
             // Needles are whole UTF-8 strings or lines of them, so the masked spans
             // start and end on character boundaries.
-            Cow::Owned(bytes) => String::from_utf8(bytes)
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            return String::from_utf8(bytes)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         }
+        text
     }
 
     pub fn apply_bytes<'a>(&self, data: &'a [u8]) -> Cow<'a, [u8]> {
@@ -262,7 +261,8 @@ mod tests {
 
     #[test]
     fn each_line_of_a_multi_line_secret_is_masked() {
-        let pem = "-----BEGIN KEY-----\r\nMIIEvQIBADANBgkq\r\nhkiG9w0BAQEFAASC\r\n-----END KEY-----";
+        let pem =
+            "-----BEGIN KEY-----\r\nMIIEvQIBADANBgkq\r\nhkiG9w0BAQEFAASC\r\n-----END KEY-----";
         let r = redactor(&[pem, "ab\ncd\nlongline"]);
         assert_eq!(r.apply(format!("key: {pem}!")), "key: ***!");
         // Printed line by line, with other line endings.
