@@ -4,10 +4,12 @@
 //! sandbox, runs an agent driver in it and collects what happened ([`engine`]). Every
 //! workspace source, sandbox provider and agent driver is a WebAssembly component
 //! ([`runtime`]) that reaches the machine only through the host interfaces it was
-//! granted ([`capabilities`]).
+//! granted ([`capabilities`]). What a run writes and shows (events, logs, the
+//! result), with its secrets masked, is the run record ([`record`]).
 
 pub mod capabilities;
 pub mod cli;
 pub mod engine;
+pub mod record;
 pub mod runtime;
 pub mod taskspec;

@@ -14,8 +14,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use wasmtime::component::Resource;
 
+use crate::record::OutputLogs;
 use crate::runtime::bindings::execution::{HostExecution, Output};
-use crate::runtime::bindings::types::{Error, ExitStatus, OutputPipe, ResourceUsage};
+use crate::runtime::bindings::types::{Error, ExitStatus, ResourceUsage};
 use crate::runtime::PluginState;
 
 /// Largest chunk delivered by one `read`.
@@ -26,18 +27,14 @@ pub trait Kill: Send + Sync {
     fn kill(&self);
 }
 
-/// Receives a copy of output as the plugin reads it (the run's stdout/stderr logs).
-pub trait OutputTee: Send + Sync {
-    fn write(&self, pipe: OutputPipe, data: &[u8]);
-}
-
 pub struct Execution {
     id: String,
     output: mpsc::Receiver<Output>,
     stdin: Option<Box<dyn tokio::io::AsyncWrite + Send + Unpin>>,
     killer: Arc<dyn Kill>,
     exit: Option<ExitStatus>,
-    tee: Option<Arc<dyn OutputTee>>,
+    /// The run's output logs, which get a copy of what the plugin reads.
+    logs: Option<Arc<OutputLogs>>,
 }
 
 impl Execution {
@@ -53,7 +50,7 @@ impl Execution {
             stdin,
             killer,
             exit: None,
-            tee: None,
+            logs: None,
         }
     }
 
@@ -61,9 +58,9 @@ impl Execution {
         &self.id
     }
 
-    /// Copies everything read from now on to `tee`.
-    pub fn set_tee(&mut self, tee: Arc<dyn OutputTee>) {
-        self.tee = Some(tee);
+    /// Copies everything read from now on to the run's output logs.
+    pub fn set_logs(&mut self, logs: Arc<OutputLogs>) {
+        self.logs = Some(logs);
     }
 
     /// Waits up to `wait` for output. After the command exits, every call returns
@@ -83,8 +80,8 @@ impl Execution {
         }));
         match &output {
             Output::Chunk(chunk) => {
-                if let Some(tee) = &self.tee {
-                    tee.write(chunk.pipe, &chunk.data);
+                if let Some(logs) = &self.logs {
+                    logs.write(chunk.pipe, &chunk.data);
                 }
             }
             Output::Exited(status) => self.exit = Some(*status),

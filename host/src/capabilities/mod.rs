@@ -1,9 +1,10 @@
-//! The host side of each WIT host interface.
+//! The host side of each WIT host interface, and nothing else.
 //!
-//! Each module implements one capability (`process`, `events`, `sandbox`, `docker`,
-//! `git`, `github`) for [`PluginState`](crate::runtime::PluginState). A plugin can only
-//! reach a module whose interface it imports and was granted; the runtime checks that
-//! at load. What all of them act on is the plugin's [`RunContext`].
+//! Each module implements one capability (`process`, `execution`, `events`, `sandbox`,
+//! `docker`, `git`, `github`) for [`PluginState`](crate::runtime::PluginState). A
+//! plugin can only reach a module whose interface it imports and was granted; the
+//! runtime checks that at load. What all of them act on is the plugin's [`RunContext`];
+//! what they report goes into the run record ([`crate::record`]).
 
 pub mod docker;
 pub mod events;
@@ -11,13 +12,13 @@ pub mod execution;
 pub mod git;
 pub mod github;
 pub mod process;
-pub mod redact;
 pub mod sandbox;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-pub use events::{EventBody, EventSink, RunEvent};
+use crate::record::EventSink;
+
 pub use sandbox::SandboxBroker;
 
 /// The run a plugin store works for.

@@ -15,7 +15,8 @@ use cap_std::fs::Dir;
 use tokio::sync::Mutex;
 use wasmtime::component::Resource;
 
-use super::execution::{Execution, OutputTee};
+use super::execution::Execution;
+use crate::record::OutputLogs;
 use crate::runtime::bindings::sandbox::{DirEntry, Host, SandboxDetails};
 use crate::runtime::bindings::types::{Error, ExecRequest, ResourceUsage};
 use crate::runtime::instance::ActiveSandbox;
@@ -28,7 +29,7 @@ pub struct SandboxBroker {
     sandbox: Mutex<ActiveSandbox>,
     details: SandboxDetails,
     files: WorkspaceFiles,
-    logs: Arc<dyn OutputTee>,
+    logs: Arc<OutputLogs>,
 }
 
 /// File access to the workspace on a driver's behalf, confined to its root.
@@ -42,7 +43,7 @@ impl SandboxBroker {
         sandbox: ActiveSandbox,
         details: SandboxDetails,
         workspace_root: &std::path::Path,
-        logs: Arc<dyn OutputTee>,
+        logs: Arc<OutputLogs>,
     ) -> std::io::Result<SandboxBroker> {
         let files = WorkspaceFiles::open(workspace_root, details.readonly_workspace)?;
         Ok(SandboxBroker {
@@ -67,7 +68,7 @@ impl SandboxBroker {
             .exec(request)
             .await
             .map_err(|e| Error::Failed(e.to_string()))??;
-        execution.set_tee(self.logs.clone());
+        execution.set_logs(self.logs.clone());
         Ok(execution)
     }
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::capabilities::{EventBody, RunEvent};
 use crate::engine::{RunReport, RunStatus};
+use crate::record::{EventBody, RunEvent};
 
 pub struct Progress {
     json: bool,
@@ -38,9 +38,7 @@ impl Progress {
         let bar = self.bar.clone();
         Box::new(move |event| {
             if let EventBody::Phase { phase, status, .. } = &event.body {
-                if let (Some(bar), crate::capabilities::events::PhaseStatus::Started) =
-                    (&bar, status)
-                {
+                if let (Some(bar), crate::record::PhaseStatus::Started) = (&bar, status) {
                     bar.set_message(format!("{phase}…"));
                 }
             }
@@ -90,7 +88,7 @@ impl Progress {
 
 /// One line for a person, or nothing for events that only move the spinner.
 fn render(event: &RunEvent) -> Option<String> {
-    use crate::capabilities::events::PhaseStatus;
+    use crate::record::PhaseStatus;
     match &event.body {
         EventBody::Phase {
             phase,

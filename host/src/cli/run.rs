@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use super::interrupt::Interrupts;
 use super::progress::Progress;
 use super::{fail, Cli, EXIT_ERROR, EXIT_INVALID};
-use crate::capabilities::redact::is_secret_name;
 use crate::engine::{self, RunError, RunRequest};
+use crate::record::{is_secret_name, Redactor};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -45,7 +45,13 @@ pub async fn run(cli: &Cli, args: &RunArgs, interrupts: &Interrupts) -> ExitCode
     };
     let spec = match crate::taskspec::parse(&text, &args.task.to_string_lossy(), &lookup) {
         Ok(spec) => spec,
-        Err(e) => return fail(EXIT_INVALID, format!("{}: {e}", args.task.display())),
+        Err(e) => {
+            return fail(
+                EXIT_INVALID,
+                Redactor::new(interpolated_secrets.take())
+                    .apply(format!("{}: {e}", args.task.display())),
+            )
+        }
     };
     let mut secrets = Vec::new();
     for name in &args.secret_env {

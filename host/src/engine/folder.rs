@@ -2,31 +2,34 @@
 //!
 //! `result.json`, `events.ndjson`, `stdout.log` and `stderr.log` (what the agent's
 //! commands printed), `plugins.log` (what plugins printed themselves), plus the
-//! scratch directories the host hands to plugins.
+//! scratch directories the host hands to plugins. Everything written here is masked
+//! with the run's [`Redactor`].
 
-use std::fs::File;
-use std::io::Write;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use crate::capabilities::execution::OutputTee;
-use crate::capabilities::redact::Redactor;
-use crate::runtime::bindings::types::OutputPipe;
+use super::result::RunResult;
+use crate::record::{append_plugin_log, OutputLogs, Redactor};
 
 pub struct RunFolder {
     dir: PathBuf,
+    redactor: Arc<Redactor>,
 }
 
 impl RunFolder {
     /// Creates `home/runs/<run_id>` (private to the user).
-    pub fn create(home: &Path, run_id: &str) -> std::io::Result<RunFolder> {
+    pub fn create(
+        home: &Path,
+        run_id: &str,
+        redactor: Arc<Redactor>,
+    ) -> std::io::Result<RunFolder> {
         let dir = home.join("runs").join(run_id);
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&dir)?;
-        Ok(RunFolder { dir })
+        Ok(RunFolder { dir, redactor })
     }
 
     pub fn path(&self) -> &Path {
@@ -61,43 +64,18 @@ impl RunFolder {
         let _ = std::fs::remove_dir(self.dir.join(name));
     }
 
-    pub fn output_logs(&self, redactor: Arc<Redactor>) -> std::io::Result<OutputLogs> {
-        Ok(OutputLogs {
-            redactor,
-            stdout: Mutex::new(File::create(self.dir.join("stdout.log"))?),
-            stderr: Mutex::new(File::create(self.dir.join("stderr.log"))?),
-        })
+    pub fn output_logs(&self) -> std::io::Result<OutputLogs> {
+        OutputLogs::create(&self.dir, self.redactor.clone())
     }
 
     pub fn append_plugin_log(&self, plugin: &str, output: &[u8]) {
-        if output.is_empty() {
-            return;
-        }
-        let path = self.dir.join("plugins.log");
-        if let Ok(mut file) = File::options().create(true).append(true).open(path) {
-            let _ = writeln!(file, "==> {plugin} <==");
-            let _ = file.write_all(output);
-            let _ = writeln!(file);
-        }
+        append_plugin_log(&self.dir, &self.redactor, plugin, output);
     }
-}
 
-/// `stdout.log` and `stderr.log`: everything the agent's commands printed.
-pub struct OutputLogs {
-    redactor: Arc<Redactor>,
-    stdout: Mutex<File>,
-    stderr: Mutex<File>,
-}
-
-impl OutputTee for OutputLogs {
-    fn write(&self, pipe: OutputPipe, data: &[u8]) {
-        let file = match pipe {
-            OutputPipe::Stdout => &self.stdout,
-            OutputPipe::Stderr => &self.stderr,
-        };
-        let _ = file
-            .lock()
-            .unwrap()
-            .write_all(&self.redactor.apply_bytes(data));
+    /// Writes `result.json`. The result must already be masked ([`RunResult::mask`]);
+    /// the text is masked once more, so no field is ever written in clear.
+    pub fn write_result(&self, result: &RunResult) -> std::io::Result<()> {
+        let json = serde_json::to_string_pretty(result).expect("results serialize");
+        std::fs::write(self.result(), self.redactor.apply(json) + "\n")
     }
 }

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::changes::FileChange;
+use crate::record::Redactor;
 
 /// Bumped when a field changes meaning or disappears.
 pub const RESULT_VERSION: u32 = 1;
@@ -66,6 +67,34 @@ pub struct RunResult {
     pub modified_files: Vec<FileChange>,
 }
 
+impl RunResult {
+    /// Masks the run's secrets in every text field. File names are included: an
+    /// agent can name a file after a secret.
+    pub fn mask(&mut self, redactor: &Redactor) {
+        let mut texts: Vec<&mut String> = vec![&mut self.name];
+        texts.extend(self.error.as_mut());
+        texts.extend(
+            self.modified_files
+                .iter_mut()
+                .map(|change| &mut change.path),
+        );
+        if let Some(workspace) = &mut self.workspace {
+            texts.extend([&mut workspace.root, &mut workspace.description]);
+        }
+        if let Some(sandbox) = &mut self.sandbox {
+            texts.extend([&mut sandbox.id, &mut sandbox.isolation]);
+            texts.extend(sandbox.container_id.as_mut());
+        }
+        if let Some(agent) = &mut self.agent {
+            texts.extend(agent.session_id.as_mut());
+            texts.extend(agent.summary.as_mut());
+        }
+        for text in texts {
+            *text = redactor.apply(std::mem::take(text));
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PluginRecord {
@@ -118,4 +147,55 @@ pub struct AgentRecord {
     pub turns: Option<u32>,
     pub usage: Option<serde_json::Value>,
     pub summary: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masking_covers_every_text_field() {
+        let secret = "sk-live-0123456789";
+        let text = || format!("before {secret} after");
+        let mut result = RunResult {
+            version: RESULT_VERSION,
+            run_id: "r1".into(),
+            name: text(),
+            status: RunStatus::Failed,
+            exit_code: Some(1),
+            error: Some(text()),
+            started_at: String::new(),
+            finished_at: String::new(),
+            duration_ms: 0,
+            phases: BTreeMap::new(),
+            plugins: BTreeMap::new(),
+            workspace: Some(WorkspaceRecord {
+                source: "local".into(),
+                root: text(),
+                readonly: false,
+                description: text(),
+            }),
+            sandbox: Some(SandboxInfo {
+                provider: "none".into(),
+                container_id: Some(text()),
+                id: text(),
+                isolation: text(),
+                resource_usage: None,
+                duration_ms: 0,
+            }),
+            agent: Some(AgentRecord {
+                driver: "command".into(),
+                success: false,
+                session_id: Some(text()),
+                turns: None,
+                usage: None,
+                summary: Some(text()),
+            }),
+            modified_files: Vec::new(),
+        };
+        result.mask(&Redactor::new([secret.to_string()]));
+        let json = serde_json::to_string(&result).unwrap();
+        assert!(!json.contains(secret), "{json}");
+        assert_eq!(json.matches("before *** after").count(), 9, "{json}");
+    }
 }

@@ -17,9 +17,8 @@ use super::result::{
     RESULT_VERSION,
 };
 use super::workspace::{materialize, Workspace};
-use crate::capabilities::events::PhaseStatus;
-use crate::capabilities::redact::Redactor;
-use crate::capabilities::{EventSink, RunContext, RunEvent, SandboxBroker};
+use crate::capabilities::{RunContext, SandboxBroker};
+use crate::record::{EventSink, Observer, OutputLogs, PhaseStatus, Redactor};
 use crate::runtime::bindings::agent_driver::exports::agentgate::plugin::driver::{
     AgentCapabilities, AgentOutcome, AgentTask, McpServer, ToolSetting,
 };
@@ -34,8 +33,6 @@ use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::sour
 use crate::runtime::instance::SourceInstance;
 use crate::runtime::{LoadedPlugin, PluginError, Runtime};
 use crate::taskspec::{self, Network, TaskSpec};
-
-type Observer = Box<dyn Fn(&RunEvent) + Send + Sync>;
 
 /// Everything a run needs besides the runtime.
 pub struct RunRequest {
@@ -113,6 +110,27 @@ impl Outcome {
 
 /// Runs a TaskSpec to the end and writes its folder.
 pub async fn run(runtime: &Runtime, mut request: RunRequest) -> Result<RunReport, RunError> {
+    let redactor = Arc::new(Redactor::new(
+        request
+            .secrets
+            .iter()
+            .map(|(_, value)| value.clone())
+            .chain(request.redact.iter().cloned()),
+    ));
+    // An error message may quote the TaskSpec, and so a secret interpolated into it.
+    start(runtime, &mut request, redactor.clone())
+        .await
+        .map_err(|error| match error {
+            RunError::Invalid(message) => RunError::Invalid(redactor.apply(message)),
+            RunError::Host(e) => RunError::Host(anyhow::anyhow!(redactor.apply(format!("{e:#}")))),
+        })
+}
+
+async fn start(
+    runtime: &Runtime,
+    request: &mut RunRequest,
+    redactor: Arc<Redactor>,
+) -> Result<RunReport, RunError> {
     let prompt = request
         .prompt
         .clone()
@@ -137,19 +155,12 @@ pub async fn run(runtime: &Runtime, mut request: RunRequest) -> Result<RunReport
     check_mount_sources(&request.spec)?;
 
     let run_id = uuid::Uuid::now_v7().simple().to_string();
-    let folder = RunFolder::create(&request.home, &run_id).map_err(|e| {
+    let folder = RunFolder::create(&request.home, &run_id, redactor.clone()).map_err(|e| {
         anyhow::anyhow!(
             "cannot create the run folder under {}: {e}",
             request.home.display()
         )
     })?;
-    let redactor = Arc::new(Redactor::new(
-        request
-            .secrets
-            .iter()
-            .map(|(_, value)| value.clone())
-            .chain(request.redact.iter().cloned()),
-    ));
     let events = Arc::new(
         EventSink::new(
             &run_id,
@@ -174,6 +185,7 @@ pub async fn run(runtime: &Runtime, mut request: RunRequest) -> Result<RunReport
         workspace: None,
         before: None,
         broker: None,
+        logs: None,
         sandbox: None,
         sandbox_started: None,
     };
@@ -218,6 +230,8 @@ struct Run<'a> {
     workspace: Option<Workspace>,
     before: Option<Snapshot>,
     broker: Option<Arc<SandboxBroker>>,
+    /// `stdout.log` and `stderr.log`, ended at cleanup.
+    logs: Option<Arc<OutputLogs>>,
     sandbox: Option<SandboxInfo>,
     sandbox_started: Option<Instant>,
 }
@@ -396,11 +410,13 @@ impl Run<'_> {
             network: network_mode(spec.network),
             readonly_workspace: workspace.readonly,
         };
-        let logs = self
-            .folder
-            .output_logs(self.redactor.clone())
-            .map_err(|e| Outcome::host(format!("creating the output logs: {e}")))?;
-        let broker = match SandboxBroker::new(sandbox, details, &workspace.root, Arc::new(logs)) {
+        let logs = Arc::new(
+            self.folder
+                .output_logs()
+                .map_err(|e| Outcome::host(format!("creating the output logs: {e}")))?,
+        );
+        self.logs = Some(logs.clone());
+        let broker = match SandboxBroker::new(sandbox, details, &workspace.root, logs) {
             Ok(broker) => Arc::new(broker),
             Err(e) => {
                 return Err(Outcome::host(format!(
@@ -448,6 +464,10 @@ impl Run<'_> {
                 cleanup_errors.push(format!("destroying the sandbox: {e}"));
             }
         }
+        // Nothing prints any more: write what the output logs held back.
+        if let Some(logs) = self.logs.take() {
+            logs.finish();
+        }
         // The sandbox's private state (a throwaway HOME) goes with it.
         if let Err(e) = self.folder.remove_scratch("sandbox") {
             cleanup_errors.push(format!("removing the sandbox state: {e}"));
@@ -479,13 +499,9 @@ impl Run<'_> {
         self.end("cleanup", since, None);
 
         let mut result = self.result(outcome, modified_files, cleanup_errors);
-        // Free text in the result may quote what an agent printed.
-        result.error = result.error.map(|e| self.redactor.apply(e));
-        if let Some(agent) = result.agent.as_mut() {
-            agent.summary = agent.summary.take().map(|s| self.redactor.apply(s));
-        }
-        let json = serde_json::to_string_pretty(&result).expect("results serialize");
-        if let Err(e) = std::fs::write(self.folder.result(), json + "\n") {
+        // Free text and file names in the result may quote what an agent printed.
+        result.mask(&self.redactor);
+        if let Err(e) = self.folder.write_result(&result) {
             self.events
                 .host_log("error", format!("writing result.json: {e}"));
         }

@@ -1,0 +1,368 @@
+//! The run's event stream.
+//!
+//! Plugins (through the `events` capability) and the host itself report into one
+//! [`EventSink`] per run. Each event is masked, then appended to `events.ndjson` as it
+//! happens (so a crash keeps what came before it) and handed to an observer (the CLI's
+//! live display or `--json` output). Strings are truncated after masking, so a cut
+//! never leaves the start of a secret behind; each source has an event budget, so a
+//! flood slows only its sender.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+
+use super::redact::Redactor;
+
+/// Longest string kept in one event field.
+const MAX_FIELD_BYTES: usize = 16 * 1024;
+/// Events one source may report in one run.
+const MAX_EVENTS_PER_SOURCE: u64 = 200_000;
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunEvent {
+    /// RFC 3339 time with milliseconds.
+    pub ts: String,
+    pub run_id: String,
+    /// `host` or the plugin's name.
+    pub source: String,
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum EventBody {
+    /// A lifecycle phase of the run started or ended.
+    Phase {
+        phase: String,
+        status: PhaseStatus,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    Progress {
+        phase: String,
+        message: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        current: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        total: Option<u64>,
+    },
+    Log {
+        level: &'static str,
+        message: String,
+    },
+    AgentMessage {
+        text: String,
+    },
+    ToolCall {
+        id: String,
+        name: String,
+        input: String,
+    },
+    ToolResult {
+        id: String,
+        output: String,
+        is_error: bool,
+    },
+    Usage {
+        input_tokens: u64,
+        output_tokens: u64,
+        cache_read_tokens: u64,
+        cache_write_tokens: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+    },
+    Output {
+        pipe: &'static str,
+        line: String,
+    },
+}
+
+impl EventBody {
+    /// Applies `f` to every string field.
+    fn map_strings(self, f: impl Fn(String) -> String) -> EventBody {
+        match self {
+            EventBody::Phase {
+                phase,
+                status,
+                message,
+            } => EventBody::Phase {
+                phase: f(phase),
+                status,
+                message: message.map(&f),
+            },
+            EventBody::Progress {
+                phase,
+                message,
+                current,
+                total,
+            } => EventBody::Progress {
+                phase: f(phase),
+                message: f(message),
+                current,
+                total,
+            },
+            EventBody::Log { level, message } => EventBody::Log {
+                level,
+                message: f(message),
+            },
+            EventBody::AgentMessage { text } => EventBody::AgentMessage { text: f(text) },
+            EventBody::ToolCall { id, name, input } => EventBody::ToolCall {
+                id: f(id),
+                name: f(name),
+                input: f(input),
+            },
+            EventBody::ToolResult {
+                id,
+                output,
+                is_error,
+            } => EventBody::ToolResult {
+                id: f(id),
+                output: f(output),
+                is_error,
+            },
+            usage @ EventBody::Usage { .. } => usage,
+            EventBody::Output { pipe, line } => EventBody::Output {
+                pipe,
+                line: f(line),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PhaseStatus {
+    Started,
+    Finished,
+    Failed,
+}
+
+pub type Observer = Box<dyn Fn(&RunEvent) + Send + Sync>;
+
+pub struct EventSink {
+    run_id: String,
+    /// Events one source may report in this run.
+    budget: u64,
+    redactor: Arc<Redactor>,
+    file: Mutex<Option<BufWriter<File>>>,
+    observer: Option<Observer>,
+    counts: Mutex<HashMap<String, u64>>,
+}
+
+impl EventSink {
+    /// Appends to `path` and calls `observer` for each event.
+    pub fn new(
+        run_id: &str,
+        path: &Path,
+        observer: Option<Observer>,
+        redactor: Arc<Redactor>,
+    ) -> std::io::Result<EventSink> {
+        let file = File::options().create(true).append(true).open(path)?;
+        Ok(EventSink {
+            run_id: run_id.to_string(),
+            budget: MAX_EVENTS_PER_SOURCE,
+            redactor,
+            file: Mutex::new(Some(BufWriter::new(file))),
+            observer,
+            counts: Mutex::default(),
+        })
+    }
+
+    /// A sink that keeps nothing.
+    pub fn discard() -> EventSink {
+        EventSink {
+            run_id: String::new(),
+            budget: MAX_EVENTS_PER_SOURCE,
+            redactor: Arc::default(),
+            file: Mutex::new(None),
+            observer: None,
+            counts: Mutex::default(),
+        }
+    }
+
+    pub fn emit(&self, source: &str, body: EventBody) {
+        if !self.within_budget(source) {
+            return;
+        }
+        let event = RunEvent {
+            ts: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            run_id: self.run_id.clone(),
+            source: source.to_string(),
+            body: body.map_strings(|s| bounded(self.redactor.apply(s))),
+        };
+        if let Some(file) = self.file.lock().unwrap().as_mut() {
+            if let Ok(line) = serde_json::to_string(&event) {
+                let _ = writeln!(file, "{line}").and_then(|_| file.flush());
+            }
+        }
+        if let Some(observer) = &self.observer {
+            observer(&event);
+        }
+    }
+
+    pub fn phase(&self, phase: &str, status: PhaseStatus, message: Option<String>) {
+        self.emit(
+            "host",
+            EventBody::Phase {
+                phase: phase.to_string(),
+                status,
+                message,
+            },
+        );
+    }
+
+    pub fn host_log(&self, level: &'static str, message: impl Into<String>) {
+        self.emit(
+            "host",
+            EventBody::Log {
+                level,
+                message: message.into(),
+            },
+        );
+    }
+
+    fn within_budget(&self, source: &str) -> bool {
+        let mut counts = self.counts.lock().unwrap();
+        let count = counts.entry(source.to_string()).or_default();
+        *count += 1;
+        if *count == self.budget + 1 {
+            drop(counts);
+            self.emit(
+                "host",
+                EventBody::Log {
+                    level: "warn",
+                    message: format!(
+                        "{source} exceeded {} events; further events from it are dropped",
+                        self.budget
+                    ),
+                },
+            );
+            return false;
+        }
+        *count <= self.budget
+    }
+}
+
+/// Cuts `s` to at most [`MAX_FIELD_BYTES`], on a character boundary.
+fn bounded(mut s: String) -> String {
+    if s.len() > MAX_FIELD_BYTES {
+        let mut cut = MAX_FIELD_BYTES;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let dropped = s.len() - cut;
+        s.truncate(cut);
+        s.push_str(&format!("…[{dropped} bytes truncated]"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flooding_source_is_cut_off_with_one_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.ndjson");
+        let mut sink = EventSink::new("r1", &path, None, Arc::default()).unwrap();
+        sink.budget = 5;
+        for i in 0..100 {
+            sink.emit(
+                "flooder",
+                EventBody::AgentMessage {
+                    text: format!("{i}"),
+                },
+            );
+        }
+        sink.emit(
+            "other",
+            EventBody::AgentMessage {
+                text: "still heard".into(),
+            },
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.contains("\"source\":\"flooder\""))
+                .count(),
+            5
+        );
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.contains("further events from it are dropped"))
+                .count(),
+            1
+        );
+        assert!(text.contains("still heard"));
+    }
+
+    #[test]
+    fn truncates_long_fields_on_char_boundaries() {
+        let long = "é".repeat(MAX_FIELD_BYTES);
+        let cut = bounded(long);
+        assert!(cut.len() < MAX_FIELD_BYTES + 40);
+        assert!(cut.ends_with("bytes truncated]"));
+    }
+
+    #[test]
+    fn masks_before_truncating() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.ndjson");
+        let secret = "sk-live-0123456789abcdef";
+        let sink = EventSink::new(
+            "r1",
+            &path,
+            None,
+            Arc::new(Redactor::new([secret.to_string()])),
+        )
+        .unwrap();
+        // The secret straddles the truncation point.
+        let line = format!("{}{secret}", "x".repeat(MAX_FIELD_BYTES - 20));
+        sink.emit(
+            "agent-command",
+            EventBody::Output {
+                pipe: "stdout",
+                line,
+            },
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains(&secret[..8]), "the secret's start leaked");
+        assert!(text.contains("x***"));
+    }
+
+    #[test]
+    fn writes_redacted_ndjson() {
+        let dir = std::env::temp_dir().join(format!("ag-events-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("events.ndjson");
+        let sink = EventSink::new(
+            "r1",
+            &path,
+            None,
+            Arc::new(Redactor::new(["hunter22".to_string()])),
+        )
+        .unwrap();
+        sink.host_log("info", "hello");
+        sink.host_log("info", "token hunter22");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let event: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(event["type"], "log");
+        assert_eq!(event["message"], "hello");
+        assert_eq!(event["runId"], "r1");
+        let redacted: serde_json::Value =
+            serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
+        assert_eq!(redacted["message"], "token ***");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
