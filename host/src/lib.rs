@@ -9,5 +9,6 @@
 pub mod capabilities;
 pub mod cli;
 pub mod engine;
+pub mod escape;
 pub mod runtime;
 pub mod taskspec;
