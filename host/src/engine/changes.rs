@@ -118,6 +118,12 @@ enum Content {
     Other { rdev: u64 },
 }
 
+/// How every directory of the walk is opened: to be listed, never through a symlink.
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
 /// Device and inode: which directory a descriptor is on.
 type Identity = (u64, u64);
 
@@ -145,7 +151,9 @@ impl Snapshot {
             left: limits,
             too_large: false,
         };
-        let open_root = || rustix::io::fcntl_dupfd_cloexec(root, 0);
+        // cap-std may hold the root as an `O_PATH` descriptor, which cannot be
+        // listed: open the same directory again for reading.
+        let open_root = || rustix::fs::openat(root, ".", DIR_FLAGS, Mode::empty());
         let mut current = open_root().map_err(|e| SnapshotError::Root(e.into()))?;
         let id = identity(&rustix::fs::fstat(&current).map_err(|e| SnapshotError::Root(e.into()))?);
         let subdirs = walk.list(&current, &[]).map_err(SnapshotError::Root)?;
@@ -348,8 +356,7 @@ impl Walk {
         listed: Identity,
         path: &[u8],
     ) -> Option<(OwnedFd, Vec<(Vec<u8>, Identity)>)> {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let opened = rustix::fs::openat(dir, name, flags, Mode::empty())
+        let opened = rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty())
             .map_err(describe)
             .and_then(|fd| {
                 let id = identity(&rustix::fs::fstat(&fd).map_err(describe)?);
@@ -373,8 +380,7 @@ impl Walk {
 
 /// The parent of `dir`, if it is still the directory `expected`.
 fn climb(dir: &OwnedFd, expected: Identity) -> Option<OwnedFd> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let parent = rustix::fs::openat(dir, "..", flags, Mode::empty()).ok()?;
+    let parent = rustix::fs::openat(dir, "..", DIR_FLAGS, Mode::empty()).ok()?;
     let id = identity(&rustix::fs::fstat(&parent).ok()?);
     (id == expected).then_some(parent)
 }
@@ -572,7 +578,7 @@ mod tests {
         let dir = open(root.path());
         let before = Snapshot::take(&dir).unwrap();
         // Built through descriptors: the path is longer than PATH_MAX.
-        let mut current = rustix::io::fcntl_dupfd_cloexec(&dir, 0).unwrap();
+        let mut current = rustix::fs::openat(&dir, ".", DIR_FLAGS, Mode::empty()).unwrap();
         let mut expected = Vec::new();
         let mut path = String::new();
         for _ in 0..3000 {
@@ -590,7 +596,7 @@ mod tests {
         .unwrap();
         drop((leaf, current));
         expected.push((format!("{path}/leaf"), ChangeKind::Added, EntryKind::File));
-        expected.sort();
+        expected.sort_by(|a, b| a.0.cmp(&b.0));
 
         let fds = open_fds();
         let after = Snapshot::take(&dir).unwrap();
