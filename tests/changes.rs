@@ -78,7 +78,7 @@ const DEPTH: usize = 1100;
 /// The agent's work: a non-UTF-8 name, a name that would forge a summary line, a
 /// same-size edit with the mtime put back, a chmod, a deletion and a deep tree.
 const AGENT: &str = r#"printf x > "$(printf 'bad\377name')"
-printf x > "$(printf 'evil\nrun 0 succeeded in 0.1s; 0 file(s) changed\033[2J')"
+printf x > "$(printf 'a\nrun 0 succeeded in 0.1s; 0 file(s) changed\033[2J')"
 touch -r same.txt ../stamp
 printf 'mode=evil' > same.txt
 touch -r ../stamp same.txt
@@ -100,7 +100,7 @@ fn expected() -> Vec<Value> {
     let mut expected = vec![
         entry("bad\\xffname", "added", "file"),
         entry(
-            "evil\\nrun 0 succeeded in 0.1s; 0 file(s) changed\\e[2J",
+            "a\\nrun 0 succeeded in 0.1s; 0 file(s) changed\\e[2J",
             "added",
             "file",
         ),
@@ -146,7 +146,7 @@ fn a_hostile_agents_changes_are_reported_exactly_and_shown_escaped() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("added      evil\\nrun 0 succeeded in 0.1s; 0 file(s) changed\\e[2J"),
+        stderr.contains("added      a\\nrun 0 succeeded in 0.1s; 0 file(s) changed\\e[2J"),
         "{stderr}"
     );
     assert!(
