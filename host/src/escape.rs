@@ -119,7 +119,7 @@ impl serde_json::ser::Formatter for TerminalSafeJson {
     ) -> io::Result<()> {
         let mut rest = fragment;
         while let Some((at, c)) = rest.char_indices().find(|(_, c)| is_unsafe(*c)) {
-            writer.write_all(rest[..at].as_bytes())?;
+            writer.write_all(&rest.as_bytes()[..at])?;
             write!(writer, "\\u{:04x}", c as u32)?;
             rest = &rest[at + c.len_utf8()..];
         }
@@ -208,6 +208,9 @@ mod tests {
             serde_json::from_str::<serde_json::Value>(&line).unwrap(),
             value
         );
-        assert!(line.contains("\\u001b[2J\\u009b31m\\u007f\\u202eok\\n"), "{line}");
+        assert!(
+            line.contains("\\u001b[2J\\u009b31m\\u007f\\u202eok\\n"),
+            "{line}"
+        );
     }
 }

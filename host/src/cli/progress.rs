@@ -11,8 +11,8 @@ use std::sync::Arc;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::capabilities::{EventBody, RunEvent};
-use crate::escape;
 use crate::engine::{RunReport, RunStatus};
+use crate::escape;
 
 pub struct Progress {
     json: bool,
@@ -185,7 +185,10 @@ mod tests {
             line: "\x1b]0;pwned\x07\x1b[2J\rrun x succeeded\u{9b}".into(),
         }))
         .unwrap();
-        assert_eq!(output, "  │ \\e]0;pwned\\a\\e[2J\\rrun x succeeded\\xc2\\x9b");
+        assert_eq!(
+            output,
+            "  │ \\e]0;pwned\\a\\e[2J\\rrun x succeeded\\xc2\\x9b"
+        );
 
         let message = render(&event(EventBody::AgentMessage {
             text: "done\n✓ cleanup\x1b[1A".into(),

@@ -115,7 +115,9 @@ enum Content {
     Symlink(Vec<u8>),
     /// A directory's entries are entries of their own.
     Dir,
-    Other { rdev: u64 },
+    Other {
+        rdev: u64,
+    },
 }
 
 /// How every directory of the walk is opened: to be listed, never through a symlink.
@@ -240,8 +242,11 @@ impl Snapshot {
 struct Frame {
     path: Vec<u8>,
     id: Identity,
-    subdirs: Vec<(Vec<u8>, Identity)>,
+    subdirs: Subdirs,
 }
+
+/// Names of subdirectories, with the identity each had when it was listed.
+type Subdirs = Vec<(Vec<u8>, Identity)>;
 
 struct Walk {
     entries: BTreeMap<Vec<u8>, Entry>,
@@ -253,7 +258,7 @@ struct Walk {
 impl Walk {
     /// Records the entries of the directory open at `dir` (at `prefix`) and returns
     /// its subdirectories.
-    fn list(&mut self, dir: &OwnedFd, prefix: &[u8]) -> std::io::Result<Vec<(Vec<u8>, Identity)>> {
+    fn list(&mut self, dir: &OwnedFd, prefix: &[u8]) -> std::io::Result<Subdirs> {
         // Names first, so only one descriptor reads the listing and it is closed
         // before any file is opened.
         let mut names = Vec::new();
@@ -355,7 +360,7 @@ impl Walk {
         name: &[u8],
         listed: Identity,
         path: &[u8],
-    ) -> Option<(OwnedFd, Vec<(Vec<u8>, Identity)>)> {
+    ) -> Option<(OwnedFd, Subdirs)> {
         let opened = rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty())
             .map_err(describe)
             .and_then(|fd| {
@@ -385,6 +390,8 @@ fn climb(dir: &OwnedFd, expected: Identity) -> Option<OwnedFd> {
     (id == expected).then_some(parent)
 }
 
+// The widths of `st_dev` and `st_ino` differ between targets.
+#[allow(clippy::unnecessary_cast)]
 fn identity(stat: &Stat) -> Identity {
     (stat.st_dev as u64, stat.st_ino as u64)
 }
@@ -663,7 +670,8 @@ mod tests {
         std::fs::write(root.join("vault/inside.txt"), "x").unwrap();
         let before = Snapshot::take(&open(&root)).unwrap();
         for path in ["locked.txt", "vault"] {
-            std::fs::set_permissions(root.join(path), std::fs::Permissions::from_mode(0)).unwrap();
+            std::fs::set_permissions(root.join(path), std::fs::Permissions::from_mode(0o000))
+                .unwrap();
         }
         // Root reads everything; capabilities are per thread, so this thread reads
         // as an ordinary user would.
@@ -718,7 +726,11 @@ mod tests {
         assert_eq!(changes[0].path, "small");
         assert_eq!(changes[0].error, None);
         assert_eq!(changes[1].path, "sparse");
-        assert!(changes[1].error.as_deref().unwrap().contains("not compared"));
+        assert!(changes[1]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("not compared"));
 
         std::fs::create_dir(root.path().join("x".repeat(200))).unwrap();
         let err = Snapshot::take_within(
@@ -729,6 +741,9 @@ mod tests {
             },
         )
         .unwrap_err();
-        assert!(matches!(err, SnapshotError::TooLarge { limit: 100 }), "{err}");
+        assert!(
+            matches!(err, SnapshotError::TooLarge { limit: 100 }),
+            "{err}"
+        );
     }
 }
