@@ -10,6 +10,7 @@
 pub mod capabilities;
 pub mod cli;
 pub mod engine;
+pub mod escape;
 pub mod record;
 pub mod runtime;
 pub mod taskspec;

@@ -1,5 +1,9 @@
 //! What `agentgate run` shows while a run goes on: a live display for people, or
 //! NDJSON events for machines (`--json`).
+//!
+//! Much of what is shown comes from the agent and plugins. Every piece of it passes
+//! through [`crate::escape`] on its way to the terminal, so it can neither drive the
+//! terminal (`ESC]0;…`, `ESC[2J`) nor forge lines of its own (a newline in a name).
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -7,6 +11,7 @@ use std::sync::Arc;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::engine::{RunReport, RunStatus};
+use crate::escape;
 use crate::record::{EventBody, RunEvent};
 
 pub struct Progress {
@@ -30,7 +35,7 @@ impl Progress {
     pub fn observer(&self) -> Box<dyn Fn(&RunEvent) + Send + Sync> {
         if self.json {
             return Box::new(|event| {
-                if let Ok(line) = serde_json::to_string(event) {
+                if let Ok(line) = escape::json_line(event) {
                     println!("{line}");
                 }
             });
@@ -39,7 +44,7 @@ impl Progress {
         Box::new(move |event| {
             if let EventBody::Phase { phase, status, .. } = &event.body {
                 if let (Some(bar), crate::record::PhaseStatus::Started) = (&bar, status) {
-                    bar.set_message(format!("{phase}…"));
+                    bar.set_message(format!("{}…", escape::text(phase)));
                 }
             }
             if let Some(line) = render(event) {
@@ -57,7 +62,7 @@ impl Progress {
         }
         let result = &report.result;
         if self.json {
-            if let Ok(line) = serde_json::to_string(result) {
+            if let Ok(line) = escape::json_line(result) {
                 println!("{line}");
             }
             return;
@@ -77,43 +82,72 @@ impl Progress {
             result.modified_files.len()
         );
         if let Some(error) = &result.error {
-            eprintln!("  {error}");
+            eprintln!("{}", block("  ", error));
         }
         for change in result.modified_files.iter().take(20) {
-            eprintln!("  {:?} {}", change.change, change.path);
+            // Paths are escaped in the record already; escaping again is a no-op
+            // that keeps this line safe whatever the record holds.
+            eprintln!("  {:<10} {}", change.change, escape::text(&change.path));
         }
-        eprintln!("  results: {}", report.folder.join("result.json").display());
+        if result.modified_files.len() > 20 {
+            eprintln!("  … and {} more", result.modified_files.len() - 20);
+        }
+        eprintln!(
+            "  results: {}",
+            escape::text(&report.folder.join("result.json").display().to_string())
+        );
     }
 }
 
-/// One line for a person, or nothing for events that only move the spinner.
+/// `text` as lines starting with `prefix` (the first) or as many spaces (the rest),
+/// each escaped.
+fn block(prefix: &str, text: &str) -> String {
+    let indent = " ".repeat(prefix.chars().count());
+    let mut out = String::new();
+    for (i, line) in text.lines().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(if i == 0 { prefix } else { &indent });
+        out.push_str(&escape::text(line));
+    }
+    if out.is_empty() {
+        out.push_str(prefix);
+    }
+    out
+}
+
+/// Lines for a person, or nothing for events that only move the spinner.
 fn render(event: &RunEvent) -> Option<String> {
     use crate::record::PhaseStatus;
+    let text = |s: &str| escape::text(s).into_owned();
     match &event.body {
         EventBody::Phase {
             phase,
             status: PhaseStatus::Finished,
             ..
-        } => Some(format!("✓ {phase}")),
+        } => Some(format!("✓ {}", text(phase))),
         EventBody::Phase {
             phase,
             status: PhaseStatus::Failed,
             message,
-        } => Some(format!(
-            "✗ {phase}: {}",
-            message.as_deref().unwrap_or("failed")
+        } => Some(block(
+            &format!("✗ {}: ", text(phase)),
+            message.as_deref().unwrap_or("failed"),
         )),
         EventBody::Phase { .. } => None,
-        EventBody::Progress { message, .. } => Some(format!("  {message}")),
-        EventBody::Log { level, message } => Some(format!("  [{level}] {message}")),
-        EventBody::AgentMessage { text } => Some(format!("  agent: {text}")),
-        EventBody::ToolCall { name, input, .. } => Some(format!("  tool {name} {input}")),
+        EventBody::Progress { message, .. } => Some(block("  ", message)),
+        EventBody::Log { level, message } => Some(block(&format!("  [{level}] "), message)),
+        EventBody::AgentMessage { text } => Some(block("  agent: ", text)),
+        EventBody::ToolCall { name, input, .. } => {
+            Some(format!("  tool {} {}", text(name), text(input)))
+        }
         EventBody::ToolResult {
             output, is_error, ..
         } => Some(format!(
             "  {} {}",
             if *is_error { "✗" } else { "→" },
-            output.lines().next().unwrap_or("")
+            text(output.lines().next().unwrap_or(""))
         )),
         EventBody::Usage {
             input_tokens,
@@ -124,6 +158,60 @@ fn render(event: &RunEvent) -> Option<String> {
             "  usage: {input_tokens} in / {output_tokens} out{}",
             cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default()
         )),
-        EventBody::Output { line, .. } => Some(format!("  │ {line}")),
+        // One line of output stays one line on the terminal.
+        EventBody::Output { line, .. } => Some(format!("  │ {}", text(line))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(body: EventBody) -> RunEvent {
+        RunEvent {
+            ts: String::new(),
+            run_id: "r".into(),
+            source: "agent".into(),
+            body,
+        }
+    }
+
+    #[test]
+    fn agent_text_cannot_drive_the_terminal_or_forge_lines() {
+        let output = render(&event(EventBody::Output {
+            pipe: "stdout",
+            line: "\x1b]0;pwned\x07\x1b[2J\rrun x succeeded\u{9b}".into(),
+        }))
+        .unwrap();
+        assert_eq!(
+            output,
+            "  │ \\e]0;pwned\\a\\e[2J\\rrun x succeeded\\xc2\\x9b"
+        );
+
+        let message = render(&event(EventBody::AgentMessage {
+            text: "done\n✓ cleanup\x1b[1A".into(),
+        }))
+        .unwrap();
+        assert_eq!(message, "  agent: done\n         ✓ cleanup\\e[1A");
+        for body in [
+            EventBody::Log {
+                level: "info",
+                message: "\x1bc".into(),
+            },
+            EventBody::ToolCall {
+                id: "1".into(),
+                name: "\x1b[31mBash".into(),
+                input: "{\"x\":\"\x07\"}\n".into(),
+            },
+            EventBody::Progress {
+                phase: "\x1b".into(),
+                message: "\u{202e}txt.exe".into(),
+                current: None,
+                total: None,
+            },
+        ] {
+            let line = render(&event(body)).unwrap();
+            assert!(!line.chars().any(escape::is_unsafe), "{line:?}");
+        }
     }
 }

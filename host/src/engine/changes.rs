@@ -1,26 +1,35 @@
-//! Which files the agent added, modified or deleted, from a before/after snapshot.
+//! Which entries the agent added, modified or deleted in the workspace, from a
+//! before/after snapshot.
 //!
-//! The walk goes through a `cap_std` handle on the workspace root and never follows
-//! symlinks, so nothing in the workspace can point it elsewhere. `.git` is skipped: it
+//! Both snapshots read through the one handle opened on the workspace root before the
+//! agent ran ([`super::workspace::Workspace::dir`]), so an agent that renames the root
+//! away and puts a symlink in its place cannot point the second snapshot elsewhere.
+//! The walk names one component at a time relative to an open directory and never
+//! follows a symlink. It is iterative and holds a fixed number of descriptors at any
+//! depth: it climbs back up through `..` and checks that it lands on the directory it
+//! came from.
+//!
+//! Entries are compared by kind, mode, owner and content: a BLAKE3 hash of a file's
+//! bytes, a symlink's target, a device's number. Times are not compared, so an edit
+//! that puts the old mtime back is still seen. Names are kept as bytes and written
+//! escaped ([`crate::escape::name`]). An entry that cannot be read is recorded with the
+//! reason and reported, never taken as unchanged. `.git` at the root is skipped: it
 //! is the repository's state, not the agent's work.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::os::fd::OwnedFd;
 
-use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use serde::Serialize;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamp {
-    len: u64,
-    modified: Option<std::time::SystemTime>,
-    kind: u8,
-}
-
-/// The state of every file under a root, by `/`-separated relative path.
-#[derive(Debug, Default)]
-pub struct Snapshot(BTreeMap<String, Stamp>);
+/// Path bytes one snapshot may hold: a hostile tree of long names nested deep
+/// would otherwise cost the host its memory.
+const MAX_PATH_BYTES: u64 = 256 << 20;
+/// File content one snapshot hashes; files past it are reported unreadable, so a
+/// huge sparse file cannot keep the host reading for hours.
+const MAX_CONTENT_BYTES: u64 = 64 << 30;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -28,113 +37,713 @@ pub enum ChangeKind {
     Added,
     Modified,
     Deleted,
+    /// The entry exists before and after, but one of the two could not be read, so
+    /// whether it changed is unknown. `error` says why.
+    Unreadable,
 }
 
+impl std::fmt::Display for ChangeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            ChangeKind::Added => "added",
+            ChangeKind::Modified => "modified",
+            ChangeKind::Deleted => "deleted",
+            ChangeKind::Unreadable => "unreadable",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum EntryKind {
+    File,
+    Dir,
+    Symlink,
+    /// A FIFO, socket or device node.
+    Other,
+    /// It vanished before its kind could be read.
+    Unknown,
+}
+
+/// One entry of `modifiedFiles`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FileChange {
+    /// `/`-separated, relative to the workspace root, escaped by
+    /// [`crate::escape::name`]: lossless, printable, one line.
     pub path: String,
     pub change: ChangeKind,
+    pub kind: EntryKind,
+    /// Why the entry could not be read (for `unreadable`, and `added` entries whose
+    /// content could not be read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Why a whole snapshot could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("reading the workspace root: {0}")]
+    Root(std::io::Error),
+    #[error("{path} was moved while the workspace was being read")]
+    Moved { path: String },
+    #[error("the workspace holds more than {limit} bytes of paths; it is not read further")]
+    TooLarge { limit: u64 },
+}
+
+/// The state of every entry under a root, by `/`-separated relative path in bytes.
+#[derive(Debug, Default)]
+pub struct Snapshot(BTreeMap<Vec<u8>, Entry>);
+
+#[derive(Debug, Clone)]
+struct Entry {
+    kind: EntryKind,
+    state: Result<Stamp, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
+    /// Type and permission bits.
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    content: Content,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Content {
+    File(blake3::Hash),
+    Symlink(Vec<u8>),
+    /// A directory's entries are entries of their own.
+    Dir,
+    Other {
+        rdev: u64,
+    },
+}
+
+/// How every directory of the walk is opened: to be listed, never through a symlink.
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+/// Device and inode: which directory a descriptor is on.
+type Identity = (u64, u64);
+
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    path_bytes: u64,
+    content_bytes: u64,
 }
 
 impl Snapshot {
-    pub fn take(root: &Path) -> std::io::Result<Snapshot> {
-        let dir = Dir::open_ambient_dir(root, ambient_authority())?;
-        let mut files = BTreeMap::new();
-        walk(&dir, "", &mut files)?;
-        Ok(Snapshot(files))
+    /// Reads every entry under `root`, through that handle only.
+    pub fn take(root: &Dir) -> Result<Snapshot, SnapshotError> {
+        Snapshot::take_within(
+            root,
+            Limits {
+                path_bytes: MAX_PATH_BYTES,
+                content_bytes: MAX_CONTENT_BYTES,
+            },
+        )
+    }
+
+    fn take_within(root: &Dir, limits: Limits) -> Result<Snapshot, SnapshotError> {
+        let mut walk = Walk {
+            entries: BTreeMap::new(),
+            left: limits,
+            too_large: false,
+        };
+        // cap-std may hold the root as an `O_PATH` descriptor, which cannot be
+        // listed: open the same directory again for reading.
+        let open_root = || rustix::fs::openat(root, ".", DIR_FLAGS, Mode::empty());
+        let mut current = open_root().map_err(|e| SnapshotError::Root(e.into()))?;
+        let id = identity(&rustix::fs::fstat(&current).map_err(|e| SnapshotError::Root(e.into()))?);
+        let subdirs = walk.list(&current, &[]).map_err(SnapshotError::Root)?;
+        let mut stack = vec![Frame {
+            path: Vec::new(),
+            id,
+            subdirs,
+        }];
+        while let Some(top) = stack.last_mut() {
+            if walk.too_large {
+                return Err(SnapshotError::TooLarge {
+                    limit: limits.path_bytes,
+                });
+            }
+            if let Some((name, id)) = top.subdirs.pop() {
+                let path = join(&top.path, &name);
+                if let Some((fd, subdirs)) = walk.enter(&current, &name, id, &path) {
+                    stack.push(Frame { path, id, subdirs });
+                    current = fd;
+                }
+                continue;
+            }
+            let done = stack.pop().expect("the loop saw a frame");
+            current = match stack.last() {
+                None => break,
+                Some(_) if stack.len() == 1 => {
+                    open_root().map_err(|e| SnapshotError::Root(e.into()))?
+                }
+                Some(parent) => climb(&current, parent.id).ok_or_else(|| SnapshotError::Moved {
+                    path: crate::escape::name(&done.path),
+                })?,
+            };
+        }
+        if walk.too_large {
+            return Err(SnapshotError::TooLarge {
+                limit: limits.path_bytes,
+            });
+        }
+        Ok(Snapshot(walk.entries))
     }
 
     /// What changed from `self` to `after`, sorted by path.
     pub fn changes(&self, after: &Snapshot) -> Vec<FileChange> {
+        // What lies under a directory that could not be listed is unknown on that
+        // side; the directory's own `unreadable` entry stands for it.
+        let blind: Vec<&[u8]> = self
+            .0
+            .iter()
+            .chain(&after.0)
+            .filter(|(_, e)| e.kind == EntryKind::Dir && e.state.is_err())
+            .map(|(path, _)| path.as_slice())
+            .collect();
+        let hidden = |path: &[u8]| {
+            blind.iter().any(|dir| {
+                path.len() > dir.len() && path.starts_with(dir) && path[dir.len()] == b'/'
+            })
+        };
+        let paths: BTreeSet<&Vec<u8>> = self.0.keys().chain(after.0.keys()).collect();
         let mut changes = Vec::new();
-        for (path, stamp) in &after.0 {
-            match self.0.get(path) {
-                None => changes.push(FileChange {
-                    path: path.clone(),
-                    change: ChangeKind::Added,
-                }),
-                Some(before) if before != stamp => changes.push(FileChange {
-                    path: path.clone(),
-                    change: ChangeKind::Modified,
-                }),
-                Some(_) => {}
-            }
-        }
-        for path in self.0.keys().filter(|p| !after.0.contains_key(*p)) {
+        for path in paths.into_iter().filter(|p| !hidden(p)) {
+            let (change, kind, error) = match (self.0.get(path), after.0.get(path)) {
+                (None, Some(now)) => (ChangeKind::Added, now.kind, now.state.as_ref().err()),
+                (Some(was), None) => (ChangeKind::Deleted, was.kind, None),
+                (Some(was), Some(now)) => match (&was.state, &now.state) {
+                    (Ok(a), Ok(b)) if a == b => continue,
+                    (Ok(_), Ok(_)) => (ChangeKind::Modified, now.kind, None),
+                    (_, Err(e)) | (Err(e), _) => (ChangeKind::Unreadable, now.kind, Some(e)),
+                },
+                (None, None) => unreachable!("the path came from one of the snapshots"),
+            };
             changes.push(FileChange {
-                path: path.clone(),
-                change: ChangeKind::Deleted,
+                path: crate::escape::name(path),
+                change,
+                kind,
+                error: error.cloned(),
             });
         }
-        changes.sort_by(|a, b| a.path.cmp(&b.path));
         changes
     }
 }
 
-fn walk(dir: &Dir, prefix: &str, files: &mut BTreeMap<String, Stamp>) -> std::io::Result<()> {
-    for entry in dir.entries()? {
-        let entry = entry?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if prefix.is_empty() && name == ".git" {
-            continue;
+/// A directory on the walk's path from the root, with the subdirectories of it that
+/// are still to be walked.
+struct Frame {
+    path: Vec<u8>,
+    id: Identity,
+    subdirs: Subdirs,
+}
+
+/// Names of subdirectories, with the identity each had when it was listed.
+type Subdirs = Vec<(Vec<u8>, Identity)>;
+
+struct Walk {
+    entries: BTreeMap<Vec<u8>, Entry>,
+    /// What is left of the limits.
+    left: Limits,
+    too_large: bool,
+}
+
+impl Walk {
+    /// Records the entries of the directory open at `dir` (at `prefix`) and returns
+    /// its subdirectories.
+    fn list(&mut self, dir: &OwnedFd, prefix: &[u8]) -> std::io::Result<Subdirs> {
+        // Names first, so only one descriptor reads the listing and it is closed
+        // before any file is opened.
+        let mut names = Vec::new();
+        let mut listing = rustix::fs::Dir::read_from(dir)?;
+        while let Some(entry) = listing.read() {
+            let entry = entry?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." || (prefix.is_empty() && name == b".git") {
+                continue;
+            }
+            names.push((name.to_vec(), entry.file_type()));
         }
-        let path = if prefix.is_empty() {
-            name.clone()
-        } else {
-            format!("{prefix}/{name}")
-        };
-        let file_type = entry.file_type()?;
-        if file_type.is_dir() {
-            walk(&entry.open_dir()?, &path, files)?;
-            continue;
+        drop(listing);
+
+        let mut subdirs = Vec::new();
+        for (name, listed_type) in names {
+            let (entry, id) = self.read(dir, &name, listed_type);
+            if let (EntryKind::Dir, Ok(_)) = (entry.kind, &entry.state) {
+                subdirs.push((name.clone(), id));
+            }
+            self.insert(join(prefix, &name), entry);
         }
-        let meta = dir.symlink_metadata(&name)?;
-        files.insert(
-            path,
-            Stamp {
-                len: meta.len(),
-                modified: meta.modified().ok().map(|t| t.into_std()),
-                kind: if file_type.is_symlink() { 1 } else { 0 },
-            },
-        );
+        Ok(subdirs)
     }
-    Ok(())
+
+    fn insert(&mut self, path: Vec<u8>, entry: Entry) {
+        let cost = path.len() as u64 + 1;
+        if cost > self.left.path_bytes {
+            self.too_large = true;
+            return;
+        }
+        self.left.path_bytes -= cost;
+        self.entries.insert(path, entry);
+    }
+
+    fn read(&mut self, dir: &OwnedFd, name: &[u8], listed_type: FileType) -> (Entry, Identity) {
+        let stat = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            Err(e) => {
+                let entry = Entry {
+                    kind: kind_of(listed_type),
+                    state: Err(describe(e)),
+                };
+                return (entry, (0, 0));
+            }
+        };
+        let kind = kind_of(FileType::from_raw_mode(stat.st_mode as _));
+        let content = match kind {
+            EntryKind::File => self.hash(dir, name, &stat),
+            EntryKind::Symlink => rustix::fs::readlinkat(dir, name, Vec::new())
+                .map(|target| Content::Symlink(target.into_bytes()))
+                .map_err(describe),
+            EntryKind::Dir => Ok(Content::Dir),
+            EntryKind::Other | EntryKind::Unknown => Ok(Content::Other {
+                rdev: stat.st_rdev as u64,
+            }),
+        };
+        let state = content.map(|content| Stamp {
+            mode: stat.st_mode as u32,
+            uid: stat.st_uid,
+            gid: stat.st_gid,
+            content,
+        });
+        (Entry { kind, state }, identity(&stat))
+    }
+
+    fn hash(&mut self, dir: &OwnedFd, name: &[u8], stat: &Stat) -> Result<Content, String> {
+        let size = stat.st_size.max(0) as u64;
+        if size > self.left.content_bytes {
+            return Err(format!(
+                "not compared: the workspace holds more than {MAX_CONTENT_BYTES} bytes of file content"
+            ));
+        }
+        // O_NONBLOCK: if a FIFO took the file's place, opening it must not hang.
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
+        let file = rustix::fs::openat(dir, name, flags | OFlags::CLOEXEC, Mode::empty())
+            .map_err(describe)?;
+        let opened = rustix::fs::fstat(&file).map_err(describe)?;
+        if identity(&opened) != identity(stat)
+            || FileType::from_raw_mode(opened.st_mode as _) != FileType::RegularFile
+        {
+            return Err("it was replaced while the workspace was being read".into());
+        }
+        let mut hasher = blake3::Hasher::new();
+        let read = std::io::copy(
+            &mut std::fs::File::from(file).take(self.left.content_bytes),
+            &mut hasher,
+        )
+        .map_err(|e| e.to_string())?;
+        self.left.content_bytes -= read;
+        Ok(Content::File(hasher.finalize()))
+    }
+
+    /// Opens the subdirectory `name` of `dir`, checks it is the one listed and lists
+    /// it. `None` when it cannot be read; its entry then says why.
+    fn enter(
+        &mut self,
+        dir: &OwnedFd,
+        name: &[u8],
+        listed: Identity,
+        path: &[u8],
+    ) -> Option<(OwnedFd, Subdirs)> {
+        let opened = rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty())
+            .map_err(describe)
+            .and_then(|fd| {
+                let id = identity(&rustix::fs::fstat(&fd).map_err(describe)?);
+                if id != listed {
+                    return Err("it was replaced while the workspace was being read".into());
+                }
+                let subdirs = self.list(&fd, path).map_err(|e| e.to_string())?;
+                Ok((fd, subdirs))
+            });
+        match opened {
+            Ok(opened) => Some(opened),
+            Err(error) => {
+                if let Some(entry) = self.entries.get_mut(path) {
+                    entry.state = Err(error);
+                }
+                None
+            }
+        }
+    }
+}
+
+/// The parent of `dir`, if it is still the directory `expected`.
+fn climb(dir: &OwnedFd, expected: Identity) -> Option<OwnedFd> {
+    let parent = rustix::fs::openat(dir, "..", DIR_FLAGS, Mode::empty()).ok()?;
+    let id = identity(&rustix::fs::fstat(&parent).ok()?);
+    (id == expected).then_some(parent)
+}
+
+// The widths of `st_dev` and `st_ino` differ between targets.
+#[allow(clippy::unnecessary_cast)]
+fn identity(stat: &Stat) -> Identity {
+    (stat.st_dev as u64, stat.st_ino as u64)
+}
+
+fn kind_of(file_type: FileType) -> EntryKind {
+    match file_type {
+        FileType::RegularFile => EntryKind::File,
+        FileType::Directory => EntryKind::Dir,
+        FileType::Symlink => EntryKind::Symlink,
+        FileType::Unknown => EntryKind::Unknown,
+        _ => EntryKind::Other,
+    }
+}
+
+fn describe(errno: rustix::io::Errno) -> String {
+    std::io::Error::from(errno).to_string()
+}
+
+fn join(prefix: &[u8], name: &[u8]) -> Vec<u8> {
+    if prefix.is_empty() {
+        return name.to_vec();
+    }
+    let mut path = Vec::with_capacity(prefix.len() + 1 + name.len());
+    path.extend_from_slice(prefix);
+    path.push(b'/');
+    path.extend_from_slice(name);
+    path
 }
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    use std::path::Path;
+
+    use cap_std::ambient_authority;
+
     use super::*;
+
+    fn open(root: &Path) -> Dir {
+        Dir::open_ambient_dir(root, ambient_authority()).unwrap()
+    }
+
+    fn summary(changes: &[FileChange]) -> Vec<(&str, ChangeKind, EntryKind)> {
+        changes
+            .iter()
+            .map(|c| (c.path.as_str(), c.change, c.kind))
+            .collect()
+    }
+
+    /// Takes a snapshot, lets `agent` act on the root, and returns what changed.
+    fn around(root: &Path, agent: impl FnOnce(&Path)) -> Vec<FileChange> {
+        let dir = open(root);
+        let before = Snapshot::take(&dir).unwrap();
+        agent(root);
+        before.changes(&Snapshot::take(&dir).unwrap())
+    }
 
     #[test]
     fn finds_added_modified_deleted_and_skips_git() {
-        let root = std::env::temp_dir().join(format!("ag-changes-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path();
         std::fs::create_dir_all(root.join("src")).unwrap();
         std::fs::create_dir_all(root.join(".git")).unwrap();
         std::fs::write(root.join("keep.txt"), "same").unwrap();
         std::fs::write(root.join("src/edit.rs"), "old").unwrap();
         std::fs::write(root.join("gone.txt"), "x").unwrap();
-        let before = Snapshot::take(&root).unwrap();
-
-        std::fs::write(root.join("src/edit.rs"), "newer").unwrap();
-        std::fs::remove_file(root.join("gone.txt")).unwrap();
-        std::fs::write(root.join("src/new.rs"), "n").unwrap();
-        std::fs::write(root.join(".git/index"), "ignored").unwrap();
-        let after = Snapshot::take(&root).unwrap();
-
-        let changes = before.changes(&after);
-        let summary: Vec<_> = changes
-            .iter()
-            .map(|c| (c.path.as_str(), c.change))
-            .collect();
+        let changes = around(root, |root| {
+            std::fs::write(root.join("src/edit.rs"), "newer").unwrap();
+            std::fs::remove_file(root.join("gone.txt")).unwrap();
+            std::fs::write(root.join("src/new.rs"), "n").unwrap();
+            std::fs::create_dir(root.join("empty")).unwrap();
+            std::fs::write(root.join(".git/index"), "ignored").unwrap();
+        });
         assert_eq!(
-            summary,
+            summary(&changes),
             [
-                ("gone.txt", ChangeKind::Deleted),
-                ("src/edit.rs", ChangeKind::Modified),
-                ("src/new.rs", ChangeKind::Added),
+                ("empty", ChangeKind::Added, EntryKind::Dir),
+                ("gone.txt", ChangeKind::Deleted, EntryKind::File),
+                ("src/edit.rs", ChangeKind::Modified, EntryKind::File),
+                ("src/new.rs", ChangeKind::Added, EntryKind::File),
             ]
         );
-        std::fs::remove_dir_all(root).unwrap();
+        assert!(changes.iter().all(|c| c.error.is_none()));
+    }
+
+    #[test]
+    fn a_same_size_edit_with_the_mtime_put_back_is_modified() {
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("config.txt");
+        std::fs::write(&file, "mode=safe").unwrap();
+        let changes = around(root.path(), |_| {
+            let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+            std::fs::write(&file, "mode=evil").unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(&file)
+                .unwrap()
+                .set_modified(mtime)
+                .unwrap();
+            assert_eq!(std::fs::metadata(&file).unwrap().modified().unwrap(), mtime);
+        });
+        assert_eq!(
+            summary(&changes),
+            [("config.txt", ChangeKind::Modified, EntryKind::File)]
+        );
+    }
+
+    #[test]
+    fn a_chmod_alone_is_modified_and_a_touch_alone_is_not() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("run.sh"), "echo hi").unwrap();
+        std::fs::write(root.path().join("touched"), "same").unwrap();
+        std::fs::create_dir(root.path().join("private")).unwrap();
+        let changes = around(root.path(), |root| {
+            let mode = |m| std::fs::Permissions::from_mode(m);
+            std::fs::set_permissions(root.join("run.sh"), mode(0o4755)).unwrap();
+            std::fs::set_permissions(root.join("private"), mode(0o777)).unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(root.join("touched"))
+                .unwrap()
+                .set_modified(std::time::SystemTime::UNIX_EPOCH)
+                .unwrap();
+        });
+        assert_eq!(
+            summary(&changes),
+            [
+                ("private", ChangeKind::Modified, EntryKind::Dir),
+                ("run.sh", ChangeKind::Modified, EntryKind::File),
+            ]
+        );
+    }
+
+    #[test]
+    fn symlinks_are_compared_by_target_and_never_followed() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        symlink("aaaa", root.path().join("link")).unwrap();
+        symlink(outside.path(), root.path().join("out")).unwrap();
+        let changes = around(root.path(), |root| {
+            // Same length, other target.
+            std::fs::remove_file(root.join("link")).unwrap();
+            symlink("bbbb", root.join("link")).unwrap();
+            // Changes behind a symlink are outside the workspace.
+            std::fs::write(outside.path().join("secret"), "changed").unwrap();
+        });
+        assert_eq!(
+            summary(&changes),
+            [("link", ChangeKind::Modified, EntryKind::Symlink)]
+        );
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_are_kept_and_escaped() {
+        let root = tempfile::tempdir().unwrap();
+        let name = |bytes: &[u8]| root.path().join(std::ffi::OsStr::from_bytes(bytes));
+        std::fs::create_dir(name(b"dir\xff")).unwrap();
+        std::fs::write(name(b"dir\xff/old\xfe"), "x").unwrap();
+        let changes = around(root.path(), |_| {
+            std::fs::write(name(b"dir\xff/old\xfe"), "y").unwrap();
+            std::fs::write(name(b"bad\xffname"), "x").unwrap();
+            std::fs::write(name(b"bad\xfename"), "x").unwrap();
+            std::fs::write(name(b"line\nok 1 file(s) changed\x1b[2J"), "x").unwrap();
+            std::fs::write(name(b"back\\slash"), "x").unwrap();
+        });
+        assert_eq!(
+            summary(&changes),
+            [
+                ("back\\\\slash", ChangeKind::Added, EntryKind::File),
+                ("bad\\xfename", ChangeKind::Added, EntryKind::File),
+                ("bad\\xffname", ChangeKind::Added, EntryKind::File),
+                ("dir\\xff/old\\xfe", ChangeKind::Modified, EntryKind::File),
+                (
+                    "line\\nok 1 file(s) changed\\e[2J",
+                    ChangeKind::Added,
+                    EntryKind::File
+                ),
+            ]
+        );
+    }
+
+    fn open_fds() -> usize {
+        std::fs::read_dir("/proc/self/fd").unwrap().count()
+    }
+
+    #[test]
+    fn a_tree_3000_folders_deep_is_walked_exactly() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = open(root.path());
+        let before = Snapshot::take(&dir).unwrap();
+        // Built through descriptors: the path is longer than PATH_MAX.
+        let mut current = rustix::fs::openat(&dir, ".", DIR_FLAGS, Mode::empty()).unwrap();
+        let mut expected = Vec::new();
+        let mut path = String::new();
+        for _ in 0..3000 {
+            rustix::fs::mkdirat(&current, "d", Mode::from_raw_mode(0o755)).unwrap();
+            current = rustix::fs::openat(&current, "d", OFlags::DIRECTORY, Mode::empty()).unwrap();
+            path.push_str(if path.is_empty() { "d" } else { "/d" });
+            expected.push((path.clone(), ChangeKind::Added, EntryKind::Dir));
+        }
+        let leaf = rustix::fs::openat(
+            &current,
+            "leaf",
+            OFlags::CREATE | OFlags::WRONLY,
+            Mode::from_raw_mode(0o644),
+        )
+        .unwrap();
+        drop((leaf, current));
+        expected.push((format!("{path}/leaf"), ChangeKind::Added, EntryKind::File));
+        expected.sort_by(|a, b| a.0.cmp(&b.0));
+
+        let fds = open_fds();
+        let after = Snapshot::take(&dir).unwrap();
+        assert_eq!(open_fds(), fds, "the walk left descriptors open");
+        let changes = before.changes(&after);
+        let got: Vec<_> = changes
+            .iter()
+            .map(|c| (c.path.clone(), c.change, c.kind))
+            .collect();
+        assert_eq!(got.len(), 3001);
+        assert!(got == expected, "the deep tree was not reported exactly");
+    }
+
+    #[test]
+    fn a_swapped_root_cannot_redirect_the_walk() {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("ws");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("a.txt"), "a").unwrap();
+        let changes = around(&root, |root| {
+            std::fs::write(root.join("b.txt"), "b").unwrap();
+            std::fs::rename(root, base.path().join("moved")).unwrap();
+            symlink("/etc", root).unwrap();
+        });
+        assert_eq!(
+            summary(&changes),
+            [("b.txt", ChangeKind::Added, EntryKind::File)]
+        );
+
+        // A root removed outright: everything in it is deleted.
+        let root = base.path().join("ws2");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("a.txt"), "a").unwrap();
+        let changes = around(&root, |root| {
+            std::fs::remove_dir_all(root).unwrap();
+            symlink("/etc", root).unwrap();
+        });
+        assert_eq!(
+            summary(&changes),
+            [("a.txt", ChangeKind::Deleted, EntryKind::File)]
+        );
+    }
+
+    #[test]
+    fn a_fifo_is_recorded_without_being_opened() {
+        let root = tempfile::tempdir().unwrap();
+        let changes = around(root.path(), |root| {
+            let path = std::ffi::CString::new(root.join("pipe").as_os_str().as_bytes()).unwrap();
+            // SAFETY: a valid C string.
+            assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0);
+        });
+        assert_eq!(
+            summary(&changes),
+            [("pipe", ChangeKind::Added, EntryKind::Other)]
+        );
+    }
+
+    #[test]
+    fn unreadable_entries_are_reported_not_dropped() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().to_path_buf();
+        std::fs::write(root.join("locked.txt"), "x").unwrap();
+        std::fs::create_dir(root.join("vault")).unwrap();
+        std::fs::write(root.join("vault/inside.txt"), "x").unwrap();
+        let before = Snapshot::take(&open(&root)).unwrap();
+        for path in ["locked.txt", "vault"] {
+            std::fs::set_permissions(root.join(path), std::fs::Permissions::from_mode(0o000))
+                .unwrap();
+        }
+        // Root reads everything; capabilities are per thread, so this thread reads
+        // as an ordinary user would.
+        let after = std::thread::spawn({
+            let root = root.clone();
+            move || {
+                for cap in [
+                    caps::Capability::CAP_DAC_OVERRIDE,
+                    caps::Capability::CAP_DAC_READ_SEARCH,
+                ] {
+                    caps::drop(None, caps::CapSet::Effective, cap).unwrap();
+                }
+                Snapshot::take(&open(&root)).unwrap()
+            }
+        })
+        .join()
+        .unwrap();
+        let changes = before.changes(&after);
+        assert_eq!(
+            summary(&changes),
+            [
+                ("locked.txt", ChangeKind::Unreadable, EntryKind::File),
+                ("vault", ChangeKind::Unreadable, EntryKind::Dir),
+            ]
+        );
+        for change in &changes {
+            let error = change.error.as_deref().unwrap_or_default();
+            assert!(error.contains("Permission denied"), "{error}");
+        }
+        std::fs::set_permissions(root.join("vault"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+    }
+
+    #[test]
+    fn a_hostile_size_is_refused_or_reported_not_read_forever() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = open(root.path());
+        std::fs::write(root.path().join("small"), "x").unwrap();
+        std::fs::File::create(root.path().join("sparse"))
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let snapshot = Snapshot::take_within(
+            &dir,
+            Limits {
+                path_bytes: 1 << 20,
+                content_bytes: 1 << 20,
+            },
+        )
+        .unwrap();
+        let changes = Snapshot::default().changes(&snapshot);
+        assert_eq!(changes[0].path, "small");
+        assert_eq!(changes[0].error, None);
+        assert_eq!(changes[1].path, "sparse");
+        assert!(changes[1]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("not compared"));
+
+        std::fs::create_dir(root.path().join("x".repeat(200))).unwrap();
+        let err = Snapshot::take_within(
+            &dir,
+            Limits {
+                path_bytes: 100,
+                content_bytes: 1 << 20,
+            },
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::TooLarge { limit: 100 }),
+            "{err}"
+        );
     }
 }

@@ -12,7 +12,7 @@ mod result;
 mod run;
 mod workspace;
 
-pub use changes::{ChangeKind, FileChange};
+pub use changes::{ChangeKind, EntryKind, FileChange};
 pub use folder::RunFolder;
 pub use plugins::{resolve as resolve_plugins, PluginProblem, Plugins};
 pub use result::{RunResult, RunStatus};

@@ -64,6 +64,9 @@ pub struct RunResult {
     pub workspace: Option<WorkspaceRecord>,
     pub sandbox: Option<SandboxInfo>,
     pub agent: Option<AgentRecord>,
+    /// Every entry (file, directory, symlink, other) the run added, modified or
+    /// deleted in the workspace, or could not read, by escaped path; see
+    /// [`FileChange`]. Sorted by the raw bytes of the path.
     pub modified_files: Vec<FileChange>,
 }
 

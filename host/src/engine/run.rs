@@ -310,7 +310,7 @@ impl Run<'_> {
         self.events
             .host_log("info", format!("workspace: {}", prepared.description));
         self.before = Some(
-            Snapshot::take(&workspace.root)
+            Snapshot::take(&workspace.dir)
                 .map_err(|e| Outcome::host(format!("reading the workspace: {e}")))?,
         );
         self.workspace = Some(workspace);
@@ -475,7 +475,7 @@ impl Run<'_> {
         if let (Some(info), Some(started)) = (self.sandbox.as_mut(), self.sandbox_started) {
             info.duration_ms = started.elapsed().as_millis() as u64;
         }
-        let modified_files = self.collect_changes();
+        let (modified_files, changes_problem) = self.collect_changes();
         if let Some((mut source, prepared)) = self.source.take() {
             let deadline = Instant::now() + Duration::from_secs(30);
             if let Err(e) = source.release(&prepared, deadline).await {
@@ -499,6 +499,17 @@ impl Run<'_> {
         self.end("cleanup", since, None);
 
         let mut result = self.result(outcome, modified_files, cleanup_errors);
+        // A run whose changes are unknown, or were made to a root it then moved away,
+        // is not a success.
+        if let Some(problem) = changes_problem {
+            result.error = Some(match result.error.take() {
+                Some(error) => format!("{error}; {problem}"),
+                None => problem,
+            });
+            if result.status == RunStatus::Succeeded {
+                result.status = RunStatus::Error;
+            }
+        }
         // Free text and file names in the result may quote what an agent printed.
         result.mask(&self.redactor);
         if let Err(e) = self.folder.write_result(&result) {
@@ -550,19 +561,28 @@ impl Run<'_> {
         }
     }
 
-    fn collect_changes(&mut self) -> Vec<FileChange> {
+    /// What the agent changed, read through the handle opened before it ran, and
+    /// what makes that record incomplete.
+    fn collect_changes(&mut self) -> (Vec<FileChange>, Option<String>) {
         let (Some(before), Some(workspace)) = (self.before.as_ref(), self.workspace.as_ref())
         else {
-            return Vec::new();
+            return (Vec::new(), None);
         };
-        match Snapshot::take(&workspace.root) {
+        let mut problems = Vec::new();
+        if let Err(e) = workspace.check_root() {
+            problems.push(e.to_string());
+        }
+        let changes = match Snapshot::take(&workspace.dir) {
             Ok(after) => before.changes(&after),
             Err(e) => {
-                self.events
-                    .host_log("error", format!("reading the workspace after the run: {e}"));
+                problems.push(format!("the workspace's changes could not be read: {e}"));
                 Vec::new()
             }
+        };
+        for problem in &problems {
+            self.events.host_log("error", problem.clone());
         }
+        (changes, (!problems.is_empty()).then(|| problems.join("; ")))
     }
 
     fn result(

@@ -1,10 +1,14 @@
 //! The host's half of preparing a workspace: check or create the root the source
 //! plugin chose, and write its scaffold files.
 //!
-//! Scaffold files are written through a `cap_std` handle on the root, so a plugin
-//! cannot name a path outside it.
+//! The root is opened once, here, before anything runs in the workspace. Scaffold
+//! files are written and change snapshots read through that `cap_std` handle, so a
+//! plugin cannot name a path outside it and an agent that later renames the root
+//! away (and puts, say, a symlink to `/etc` at its path) cannot redirect them.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, Permissions, PermissionsExt};
@@ -18,6 +22,8 @@ use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::sour
 pub struct Workspace {
     /// Canonical absolute path.
     pub root: PathBuf,
+    /// The root as it was when the workspace was prepared.
+    pub dir: Arc<Dir>,
     pub readonly: bool,
     /// The host created the root and removes it at cleanup.
     pub remove_at_cleanup: bool,
@@ -38,6 +44,8 @@ pub enum WorkspaceError {
         path: String,
         source: std::io::Error,
     },
+    #[error("the workspace root {path} was replaced during the run ({now}); its changes are read from the directory that was there before")]
+    Replaced { path: String, now: String },
     #[error("scaffold file {file:?}: {source}")]
     Scaffold {
         file: String,
@@ -77,8 +85,8 @@ pub fn materialize(prepared: &PreparedWorkspace) -> Result<Workspace, WorkspaceE
         }
     };
     let root = root.canonicalize().map_err(io)?;
+    let dir = Dir::open_ambient_dir(&root, ambient_authority()).map_err(io)?;
     if !prepared.scaffold.is_empty() {
-        let dir = Dir::open_ambient_dir(&root, ambient_authority()).map_err(io)?;
         for file in &prepared.scaffold {
             write_scaffold_file(&dir, &file.path, &file.contents, file.executable).map_err(
                 |source| WorkspaceError::Scaffold {
@@ -90,10 +98,40 @@ pub fn materialize(prepared: &PreparedWorkspace) -> Result<Workspace, WorkspaceE
     }
     Ok(Workspace {
         root,
+        dir: Arc::new(dir),
         readonly: prepared.readonly,
         remove_at_cleanup: created && prepared.lifetime == Lifetime::Temporary,
         description: prepared.description.clone(),
     })
+}
+
+impl Workspace {
+    /// Whether `root` still names the directory opened when the workspace was
+    /// prepared.
+    pub fn check_root(&self) -> Result<(), WorkspaceError> {
+        let held = rustix::fs::fstat(&*self.dir).map_err(|e| WorkspaceError::Io {
+            path: self.root.display().to_string(),
+            source: e.into(),
+        })?;
+        let now = match std::fs::symlink_metadata(&self.root) {
+            Ok(meta) if (meta.dev(), meta.ino()) == (held.st_dev as u64, held.st_ino as u64) => {
+                return Ok(())
+            }
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target = std::fs::read_link(&self.root).unwrap_or_default();
+                format!(
+                    "it is now a symlink to {}",
+                    crate::escape::name(target.as_os_str().as_encoded_bytes())
+                )
+            }
+            Ok(_) => "another entry now has its name".into(),
+            Err(e) => format!("it cannot be found: {e}"),
+        };
+        Err(WorkspaceError::Replaced {
+            path: self.root.display().to_string(),
+            now,
+        })
+    }
 }
 
 fn write_scaffold_file(
@@ -144,6 +182,7 @@ mod tests {
         let ws = materialize(&prepared(&root, RootKind::Create, vec![file("a/b.sh")])).unwrap();
         assert!(ws.remove_at_cleanup);
         assert!(root.join("a/b.sh").is_file());
+        ws.check_root().unwrap();
 
         // The root is no longer empty: creating it again is refused.
         let err = materialize(&prepared(&root, RootKind::Create, vec![])).unwrap_err();
@@ -164,5 +203,23 @@ mod tests {
             materialize(&prepared(&base.join("missing"), RootKind::Existing, vec![])).unwrap_err();
         assert!(err.to_string().contains("does not exist"), "{err}");
         std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn a_replaced_root_is_noticed() {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("ws");
+        let ws = materialize(&prepared(&root, RootKind::Create, vec![])).unwrap();
+        ws.check_root().unwrap();
+        std::fs::rename(&root, base.path().join("away")).unwrap();
+        std::os::unix::fs::symlink("/etc", &root).unwrap();
+        let err = ws.check_root().unwrap_err().to_string();
+        assert!(
+            err.contains("replaced") && err.contains("a symlink to /etc"),
+            "{err}"
+        );
+        std::fs::remove_file(&root).unwrap();
+        let err = ws.check_root().unwrap_err().to_string();
+        assert!(err.contains("cannot be found"), "{err}");
     }
 }
