@@ -12,7 +12,7 @@ macro_rules! fixtures {
     };
 }
 
-const FIXTURES: [(&str, &str); 21] = fixtures![
+pub(super) const FIXTURES: [(&str, &str); 21] = fixtures![
     "full-every-field.yaml",
     "seed-credentials-env.yaml",
     "seed-credentials-ssh.yaml",
@@ -36,7 +36,7 @@ const FIXTURES: [(&str, &str); 21] = fixtures![
     "seed-workspace-local.yaml",
 ];
 
-fn env(name: &str) -> Option<String> {
+pub(super) fn env(name: &str) -> Option<String> {
     let value = match name {
         "HOME" => "/home/me",
         "GIT_TOKEN" => "tok-123",
