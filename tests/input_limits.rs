@@ -92,7 +92,10 @@ fn refused_by_validate_and_run(home: &Home, path: &Path, workspace: &Path, needl
         let message = stderr(&output);
         assert_eq!(output.status.code(), Some(2), "{what}: {message}");
         for needle in needles {
-            assert!(message.contains(needle), "{what}: {needle:?} not in {message}");
+            assert!(
+                message.contains(needle),
+                "{what}: {needle:?} not in {message}"
+            );
         }
     }
     assert!(!home.has_runs(), "run left a run folder behind");
@@ -175,7 +178,10 @@ fn an_oversized_environment_value_is_refused_with_the_variable_and_the_cap() {
     ));
     let huge = "v".repeat(100 << 10);
     for (what, mut command) in [
-        ("validate", home.command(&["validate", path.to_str().unwrap()])),
+        (
+            "validate",
+            home.command(&["validate", path.to_str().unwrap()]),
+        ),
         ("run", home.command(&["run", path.to_str().unwrap()])),
     ] {
         let output = command.env("HUGE_VALUE", &huge).output().unwrap();
@@ -186,7 +192,10 @@ fn an_oversized_environment_value_is_refused_with_the_variable_and_the_cap() {
             "\"HUGE_VALUE\"",
             "65536 bytes",
         ] {
-            assert!(message.contains(needle), "{what}: {needle:?} not in {message}");
+            assert!(
+                message.contains(needle),
+                "{what}: {needle:?} not in {message}"
+            );
         }
         assert!(!message.contains(&huge), "{what} echoed the value");
     }

@@ -36,8 +36,8 @@ impl<'e> Interpolator<'e> {
 
     /// A variable's value, refused when it or the document's running total is over its cap.
     fn lookup(&self, name: &str) -> Result<String, String> {
-        let value =
-            (self.env)(name).ok_or_else(|| format!("environment variable \"{name}\" is not set"))?;
+        let value = (self.env)(name)
+            .ok_or_else(|| format!("environment variable \"{name}\" is not set"))?;
         limits::check_value(name, &value)?;
         let inserted = self.inserted.get().saturating_add(value.len());
         if inserted > MAX_INTERPOLATED_BYTES {
@@ -157,7 +157,10 @@ mod tests {
     #[test]
     fn a_value_over_the_cap_is_refused() {
         let error = interpolate("${BIG}", &env).unwrap_err();
-        assert!(error.contains("\"BIG\"") && error.contains("65536"), "{error}");
+        assert!(
+            error.contains("\"BIG\"") && error.contains("65536"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -30,9 +30,8 @@ pub const MAX_INTERPOLATED_BYTES: usize = 1 << 20;
 
 /// Reads a TaskSpec file, refusing one larger than `MAX_FILE_BYTES` without reading all of it.
 pub fn read(path: &Path) -> Result<String, SpecError> {
-    let cannot_read = |e: std::io::Error| {
-        SpecError::new("", format!("cannot read {}: {e}", path.display()))
-    };
+    let cannot_read =
+        |e: std::io::Error| SpecError::new("", format!("cannot read {}: {e}", path.display()));
     let file = std::fs::File::open(path).map_err(cannot_read)?;
     let mut bytes = Vec::new();
     file.take(MAX_FILE_BYTES as u64 + 1)
@@ -131,7 +130,11 @@ struct Cursor<'t> {
 
 impl<'t> Cursor<'t> {
     fn new(bytes: &'t [u8]) -> Self {
-        let bom = if bytes.starts_with(b"\xEF\xBB\xBF") { 3 } else { 0 };
+        let bom = if bytes.starts_with(b"\xEF\xBB\xBF") {
+            3
+        } else {
+            0
+        };
         Self {
             bytes,
             pos: bom,
@@ -324,7 +327,9 @@ impl<'t> DepthScan<'t> {
     }
 
     fn key(&mut self) -> &mut Option<Key> {
-        self.keys.last_mut().expect("one slot per flow level, and one outside")
+        self.keys
+            .last_mut()
+            .expect("one slot per flow level, and one outside")
     }
 
     fn save_key(&mut self) {
@@ -515,8 +520,9 @@ impl<'t> DepthScan<'t> {
             }
             while !c.is_blankz(0) {
                 let ends = (c.at(0) == b':' && c.is_blankz(1))
-                    || (flow && (b",[]{}".contains(&c.at(0)) || c.at(0) == b':'
-                        && b",?[]{}".contains(&c.at(1))));
+                    || (flow
+                        && (b",[]{}".contains(&c.at(0))
+                            || c.at(0) == b':' && b",?[]{}".contains(&c.at(1))));
                 if ends {
                     break;
                 }
@@ -640,7 +646,10 @@ mod tests {
         let error = depth_error(&text).expect("refused");
         assert_eq!(error.line, Some(1));
         assert_eq!(error.column, Some(3 + MAX_DEPTH));
-        assert!(error.to_string().contains(&MAX_DEPTH.to_string()), "{error}");
+        assert!(
+            error.to_string().contains(&MAX_DEPTH.to_string()),
+            "{error}"
+        );
         // Generous: the point is linear time, not speed (the parser took over a minute).
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
@@ -701,6 +710,9 @@ mod tests {
     fn values_over_the_cap_name_the_variable() {
         assert!(check_value("SMALL", "x").is_ok());
         let error = check_value("BIG", &"x".repeat(MAX_VALUE_BYTES + 1)).unwrap_err();
-        assert!(error.contains("\"BIG\"") && error.contains("65536"), "{error}");
+        assert!(
+            error.contains("\"BIG\"") && error.contains("65536"),
+            "{error}"
+        );
     }
 }

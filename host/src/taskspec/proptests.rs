@@ -9,10 +9,52 @@ use super::tests::FIXTURES;
 
 /// Pieces that exercise the tokenizer: indicators, quotes, block scalars, anchors, tags, breaks.
 const TOKENS: &[&str] = &[
-    "[", "]", "{", "}", ",", ": ", ":", "- ", "-", "? ", "\"", "'", "\\", "#", " #", "|", ">-",
-    "|2", "&a ", "*a", "!t ", "!!str ", "%", "---", "...", "\n", "\r\n", "  ", "\t", "a", "key",
-    "${TOKEN}", "${BIG}", "${NEWLINES}", "${NOPE}", "$${", "9223372036854775807s", "30d", "1Ti",
-    "0.5", ".nan", "~", "é", "\u{85}", "\u{2028}", "\u{feff}",
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+    ": ",
+    ":",
+    "- ",
+    "-",
+    "? ",
+    "\"",
+    "'",
+    "\\",
+    "#",
+    " #",
+    "|",
+    ">-",
+    "|2",
+    "&a ",
+    "*a",
+    "!t ",
+    "!!str ",
+    "%",
+    "---",
+    "...",
+    "\n",
+    "\r\n",
+    "  ",
+    "\t",
+    "a",
+    "key",
+    "${TOKEN}",
+    "${BIG}",
+    "${NEWLINES}",
+    "${NOPE}",
+    "$${",
+    "9223372036854775807s",
+    "30d",
+    "1Ti",
+    "0.5",
+    ".nan",
+    "~",
+    "é",
+    "\u{85}",
+    "\u{2028}",
+    "\u{feff}",
 ];
 
 /// One edit of a text: replace the bytes in a range (taken modulo the length) with a token.
@@ -40,9 +82,8 @@ fn apply(text: &str, edits: &[Edit]) -> String {
 }
 
 fn edit() -> impl Strategy<Value = Edit> {
-    (any::<usize>(), 0usize..8, prop::sample::select(TOKENS)).prop_map(|(at, remove, insert)| {
-        Edit { at, remove, insert }
-    })
+    (any::<usize>(), 0usize..8, prop::sample::select(TOKENS))
+        .prop_map(|(at, remove, insert)| Edit { at, remove, insert })
 }
 
 proptest! {

@@ -187,14 +187,31 @@ mod tests {
             "\"9223372036854775807s\" is out of range; expected 1s to 30d"
         );
         assert_eq!(parse_duration("30d"), Ok(MAX_DURATION));
-        for bad in ["31d", "721h", "99999999999999999999999d", "18446744073709551615s"] {
-            assert!(parse_duration(bad).unwrap_err().contains("out of range"), "{bad}");
+        for bad in [
+            "31d",
+            "721h",
+            "99999999999999999999999d",
+            "18446744073709551615s",
+        ] {
+            assert!(
+                parse_duration(bad).unwrap_err().contains("out of range"),
+                "{bad}"
+            );
         }
         assert_eq!(parse_bytes("1024Ti"), Ok(MAX_BYTES));
-        for bad in ["1025Ti", "18446744073709551615", "99999999999999999999999Ki"] {
-            assert!(parse_bytes(bad).unwrap_err().contains("out of range"), "{bad}");
+        for bad in [
+            "1025Ti",
+            "18446744073709551615",
+            "99999999999999999999999Ki",
+        ] {
+            assert!(
+                parse_bytes(bad).unwrap_err().contains("out of range"),
+                "{bad}"
+            );
         }
-        assert!(parse_cost(&"9".repeat(400)).unwrap_err().contains("out of range"));
+        assert!(parse_cost(&"9".repeat(400))
+            .unwrap_err()
+            .contains("out of range"));
         assert_eq!(parse_cost("$1000000"), Ok(MAX_COST_USD));
     }
 
