@@ -25,14 +25,9 @@ pub struct RunArgs {
 }
 
 pub async fn run(cli: &Cli, args: &RunArgs, interrupts: &Interrupts) -> ExitCode {
-    let text = match std::fs::read_to_string(&args.task) {
+    let text = match crate::taskspec::read(&args.task) {
         Ok(text) => text,
-        Err(e) => {
-            return fail(
-                EXIT_INVALID,
-                format!("cannot read {}: {e}", args.task.display()),
-            )
-        }
+        Err(e) => return fail(EXIT_INVALID, format!("{}: {e}", args.task.display())),
     };
     // Values of secret-looking ${VAR}s are remembered so the run can mask them.
     let interpolated_secrets = std::cell::RefCell::new(Vec::new());

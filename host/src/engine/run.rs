@@ -195,7 +195,8 @@ async fn start(
         request.spec.spec.execution.sandbox.resources.timeout,
         |wall| wall.min(request.spec.spec.execution.sandbox.resources.timeout),
     );
-    let deadline = Instant::now() + timeout;
+    // `parse` bounds every timeout; the clamp keeps a TaskSpec built in code from overflowing.
+    let deadline = Instant::now() + timeout.min(taskspec::MAX_DURATION);
     let outcome = tokio::select! {
         outcome = tokio::time::timeout_at(deadline, run.phases(&prompt, &request.secrets, deadline)) => {
             outcome.unwrap_or_else(|_| Outcome::Failed {

@@ -98,9 +98,6 @@ fn text<'a>(value: &Scalar<'a>, what: &str) -> Result<&'a str, String> {
 fn integer_in(value: Scalar, min: u64, max: u64) -> Result<u64, String> {
     match value {
         Scalar::Int(n) if (i128::from(min)..=i128::from(max)).contains(&n) => Ok(n as u64),
-        Scalar::Int(_) if max == u64::MAX => {
-            Err(format!("{value} is out of range; expected at least {min}"))
-        }
         Scalar::Int(_) => Err(format!("{value} is out of range; expected {min} to {max}")),
         _ => Err(format!("{value} is not an integer")),
     }
@@ -155,14 +152,14 @@ pub(crate) fn max_iterations<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u
     .map(|n| Some(n as u32))
 }
 
-pub(crate) fn positive<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    checked(d, "a positive integer", |value| {
-        integer_in(value, 1, u64::MAX)
+pub(crate) fn tokens<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    checked(d, "a number of tokens", |value| {
+        integer_in(value, 1, units::MAX_TOKENS)
     })
 }
 
-pub(crate) fn positive_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    positive(d).map(Some)
+pub(crate) fn tokens_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    tokens(d).map(Some)
 }
 
 pub(crate) fn depth<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
@@ -340,7 +337,12 @@ mod tests {
             error.starts_with("0 is out of range; expected 1 to 10000"),
             "{error}"
         );
-        assert!(run("0", positive).is_err());
+        assert!(run("0", tokens).is_err());
+        let error = run("18446744073709551615", tokens).unwrap_err();
+        assert!(
+            error.starts_with("18446744073709551615 is out of range; expected 1 to 1000000000"),
+            "{error}"
+        );
     }
 
     #[test]

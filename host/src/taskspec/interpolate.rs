@@ -2,17 +2,56 @@
 //!
 //! TaskSpecs carry secrets by reference (`token: ${GIT_TOKEN}`). Substitution runs on each string
 //! scalar after YAML parsing, never on the raw text, so a variable's value can never add YAML
-//! structure; see `strict.rs` for where it is applied.
+//! structure; see `strict.rs` for where it is applied. What substitution may insert is bounded
+//! (`limits.rs`), per value and per document.
 
 use std::borrow::Cow;
+use std::cell::Cell;
+
+use super::limits::{self, MAX_INTERPOLATED_BYTES};
 
 /// Looks up an environment variable by name.
 pub type Env<'e> = &'e dyn Fn(&str) -> Option<String>;
 
-/// Replaces every `${NAME}` in `text` with the variable's value; `$${` stands for a literal `${`.
-/// A `$` followed by anything else is kept as it is. Values are inserted verbatim and are not
-/// scanned again.
-pub(crate) fn interpolate<'a>(text: &'a str, env: Env) -> Result<Cow<'a, str>, String> {
+/// Substitutes `${NAME}`s for one document, counting what it inserts.
+pub(crate) struct Interpolator<'e> {
+    env: Env<'e>,
+    inserted: Cell<usize>,
+}
+
+impl<'e> Interpolator<'e> {
+    pub(crate) fn new(env: Env<'e>) -> Self {
+        Self {
+            env,
+            inserted: Cell::new(0),
+        }
+    }
+
+    /// Replaces every `${NAME}` in `text` with the variable's value; `$${` stands for a literal
+    /// `${`. A `$` followed by anything else is kept as it is. Values are inserted verbatim and
+    /// are not scanned again.
+    pub(crate) fn interpolate<'a>(&self, text: &'a str) -> Result<Cow<'a, str>, String> {
+        interpolate(text, &|name| self.lookup(name))
+    }
+
+    /// A variable's value, refused when it or the document's running total is over its cap.
+    fn lookup(&self, name: &str) -> Result<String, String> {
+        let value = (self.env)(name)
+            .ok_or_else(|| format!("environment variable \"{name}\" is not set"))?;
+        limits::check_value(name, &value)?;
+        let inserted = self.inserted.get().saturating_add(value.len());
+        if inserted > MAX_INTERPOLATED_BYTES {
+            return Err(limits::interpolated_too_much(name));
+        }
+        self.inserted.set(inserted);
+        Ok(value)
+    }
+}
+
+fn interpolate<'a>(
+    text: &'a str,
+    lookup: &dyn Fn(&str) -> Result<String, String>,
+) -> Result<Cow<'a, str>, String> {
     if !text.contains("${") {
         return Ok(Cow::Borrowed(text));
     }
@@ -34,9 +73,7 @@ pub(crate) fn interpolate<'a>(text: &'a str, env: Env) -> Result<Cow<'a, str>, S
                     "\"${{{name}}}\" is not a variable reference; a name is letters, digits and _"
                 ));
             }
-            let value =
-                env(name).ok_or_else(|| format!("environment variable \"{name}\" is not set"))?;
-            out.push_str(&value);
+            out.push_str(&lookup(name)?);
             rest = &tail[end + 1..];
         } else {
             out.push('$');
@@ -63,8 +100,14 @@ mod tests {
         match name {
             "TOKEN" => Some("s3cret".into()),
             "TRICKY" => Some("x\nfoo: bar ${TOKEN}".into()),
+            "BIG" => Some("x".repeat(limits::MAX_VALUE_BYTES + 1)),
+            "HALF" => Some("x".repeat(limits::MAX_VALUE_BYTES)),
             _ => None,
         }
+    }
+
+    fn interpolate<'a>(text: &'a str, env: Env) -> Result<Cow<'a, str>, String> {
+        Interpolator::new(env).interpolate(text)
     }
 
     #[test]
@@ -109,5 +152,25 @@ mod tests {
         assert!(interpolate("${TOKEN", &env).is_err());
         assert!(interpolate("${A-B}", &env).is_err());
         assert!(interpolate("${}", &env).is_err());
+    }
+
+    #[test]
+    fn a_value_over_the_cap_is_refused() {
+        let error = interpolate("${BIG}", &env).unwrap_err();
+        assert!(
+            error.contains("\"BIG\"") && error.contains("65536"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_document_total_is_capped() {
+        let interpolator = Interpolator::new(&env);
+        let fits = MAX_INTERPOLATED_BYTES / limits::MAX_VALUE_BYTES;
+        for _ in 0..fits {
+            interpolator.interpolate("${HALF}").unwrap();
+        }
+        let error = interpolator.interpolate("${HALF}").unwrap_err();
+        assert!(error.contains("1048576"), "{error}");
     }
 }

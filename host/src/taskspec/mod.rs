@@ -3,18 +3,27 @@
 //! This module turns a document into a typed, normalized `TaskSpec` (defaults filled in,
 //! quantities converted, `${VAR}`s substituted) or into a `SpecError` a person can act on: the
 //! field path, the line, and a hint. It depends on nothing else in the host.
+//!
+//! A document is untrusted input: its size and nesting are checked before the YAML parser runs,
+//! and every value is bounded (`limits.rs`, `units.rs`), so no document can make reading it
+//! slow, large or panic. `validate` and `run` both go through `parse`, so they refuse the same.
 
 mod document;
 mod error;
 mod fields;
 mod interpolate;
+mod limits;
 mod model;
 mod options;
+#[doc(hidden)]
+pub mod robustness;
 mod schema;
 mod strict;
 mod units;
 mod workspace;
 
+#[cfg(test)]
+mod proptests;
 #[cfg(test)]
 mod tests;
 
@@ -22,10 +31,13 @@ use std::path::Path;
 
 pub use error::SpecError;
 pub use interpolate::Env;
+pub use limits::{read, MAX_DEPTH, MAX_FILE_BYTES, MAX_INTERPOLATED_BYTES, MAX_VALUE_BYTES};
 pub use model::*;
 pub use options::validate_options;
 pub use schema::json_schema;
-pub use units::{format_duration, parse_bytes, parse_duration};
+pub use units::{
+    format_duration, parse_bytes, parse_duration, MAX_BYTES, MAX_COST_USD, MAX_DURATION, MAX_TOKENS,
+};
 pub use workspace::*;
 
 /// Parses a TaskSpec document.
@@ -38,17 +50,18 @@ pub fn parse(
     source_name: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<TaskSpec, SpecError> {
+    limits::check_document(text)?;
     let yaml = serde_yaml::Deserializer::from_str(text);
+    let interpolator = interpolate::Interpolator::new(env);
     let document: document::Document =
-        serde_path_to_error::deserialize(strict::Strict::new(yaml, env))
+        serde_path_to_error::deserialize(strict::Strict::new(yaml, &interpolator))
             .map_err(SpecError::from_yaml)?;
     document.into_task_spec(source_name, env)
 }
 
-/// Reads and parses a TaskSpec file, with `${VAR}`s from the process environment.
+/// Reads (see `read`) and parses a TaskSpec file, with `${VAR}`s from the process environment.
 pub fn parse_file(path: &Path) -> Result<TaskSpec, SpecError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| SpecError::new("", format!("cannot read {}: {e}", path.display())))?;
+    let text = read(path)?;
     parse(&text, &path.to_string_lossy(), &|name| {
         std::env::var(name).ok()
     })

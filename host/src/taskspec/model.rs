@@ -91,8 +91,8 @@ pub struct Limits {
     )]
     #[schemars(schema_with = "schema::duration")]
     pub max_wall_clock: Option<Duration>,
-    #[serde(default, deserialize_with = "fields::positive_opt")]
-    #[schemars(range(min = 1))]
+    #[serde(default, deserialize_with = "fields::tokens_opt")]
+    #[schemars(range(min = 1, max = 1_000_000_000))]
     pub max_tokens: Option<u64>,
     /// `maxCost: "$5.00"` in the document.
     #[serde(
@@ -246,9 +246,9 @@ pub struct AgentSpec {
     pub model: Option<String>,
     #[serde(
         default = "AgentSpec::default_max_tokens",
-        deserialize_with = "fields::positive"
+        deserialize_with = "fields::tokens"
     )]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 1_000_000_000))]
     pub max_tokens: u64,
     /// 0 to 2.
     #[serde(default, deserialize_with = "fields::temperature")]

@@ -16,7 +16,7 @@ pub fn json_schema() -> serde_json::Value {
 
 pub(crate) fn bytes(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
-        "description": "Bytes: an integer, optionally with Ki, Mi, Gi or Ti (e.g. \"4Gi\").",
+        "description": "Bytes: an integer, optionally with Ki, Mi, Gi or Ti (e.g. \"4Gi\"); at most 1024Ti.",
         "type": ["string", "integer"],
         "pattern": BYTES_PATTERN,
         "minimum": 1,
@@ -25,7 +25,7 @@ pub(crate) fn bytes(_: &mut SchemaGenerator) -> Schema {
 
 pub(crate) fn duration(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
-        "description": "A duration: an integer with s, m, h or d (e.g. \"30m\").",
+        "description": "A duration: an integer with s, m, h or d (e.g. \"30m\"), from 1s to 30d.",
         "type": "string",
         "pattern": DURATION_PATTERN,
     })
@@ -33,7 +33,7 @@ pub(crate) fn duration(_: &mut SchemaGenerator) -> Schema {
 
 pub(crate) fn cost(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
-        "description": "US dollars, e.g. \"$5.00\".",
+        "description": "US dollars, e.g. \"$5.00\"; at most $1000000.",
         "type": ["string", "number"],
         "pattern": COST_PATTERN,
         "exclusiveMinimum": 0,

@@ -15,7 +15,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, Visitor};
 
 use super::error::unknown_key;
-use super::interpolate::{interpolate, Env};
+use super::interpolate::Interpolator;
 
 /// Where a node sits, which decides what the adapter checks.
 #[derive(Clone, Copy)]
@@ -31,12 +31,12 @@ enum Role {
 /// The adapter around a deserializer `D`.
 pub(crate) struct Strict<'e, D> {
     inner: D,
-    env: Env<'e>,
+    env: &'e Interpolator<'e>,
     role: Role,
 }
 
 impl<'e, D> Strict<'e, D> {
-    pub(crate) fn new(inner: D, env: Env<'e>) -> Self {
+    pub(crate) fn new(inner: D, env: &'e Interpolator<'e>) -> Self {
         Self {
             inner,
             env,
@@ -112,13 +112,13 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<'_, D> {
 /// Wraps a visitor so that strings are substituted and nested nodes stay wrapped.
 struct Wrap<'e, V> {
     inner: V,
-    env: Env<'e>,
+    env: &'e Interpolator<'e>,
     role: Role,
 }
 
 impl<'e, V> Wrap<'e, V> {
     fn string<'s, E: de::Error>(&self, text: &'s str) -> Result<Cow<'s, str>, E> {
-        let text = interpolate(text, self.env).map_err(E::custom)?;
+        let text = self.env.interpolate(text).map_err(E::custom)?;
         if let Role::Key(fields) = self.role {
             if !fields.contains(&text.as_ref()) {
                 return Err(E::custom(unknown_key(&text, fields)));
@@ -343,7 +343,7 @@ impl<'de, A: de::VariantAccess<'de>> de::VariantAccess<'de> for Wrap<'_, A> {
 /// Wraps a seed so that the deserializer it is given is wrapped too.
 struct WrapSeed<'e, S> {
     inner: S,
-    env: Env<'e>,
+    env: &'e Interpolator<'e>,
     role: Role,
 }
 
@@ -377,7 +377,8 @@ mod tests {
     fn read<T: for<'de> Deserialize<'de>>(yaml: &str) -> Result<T, String> {
         let env = |name: &str| (name == "X").then(|| "from-env".to_string());
         let de = serde_yaml::Deserializer::from_str(yaml);
-        T::deserialize(Strict::new(de, &env)).map_err(|e| e.to_string())
+        let interpolator = Interpolator::new(&env);
+        T::deserialize(Strict::new(de, &interpolator)).map_err(|e| e.to_string())
     }
 
     #[test]

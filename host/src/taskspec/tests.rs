@@ -12,7 +12,7 @@ macro_rules! fixtures {
     };
 }
 
-const FIXTURES: [(&str, &str); 21] = fixtures![
+pub(super) const FIXTURES: [(&str, &str); 21] = fixtures![
     "full-every-field.yaml",
     "seed-credentials-env.yaml",
     "seed-credentials-ssh.yaml",
@@ -36,7 +36,7 @@ const FIXTURES: [(&str, &str); 21] = fixtures![
     "seed-workspace-local.yaml",
 ];
 
-fn env(name: &str) -> Option<String> {
+pub(super) fn env(name: &str) -> Option<String> {
     let value = match name {
         "HOME" => "/home/me",
         "GIT_TOKEN" => "tok-123",
@@ -442,4 +442,78 @@ fn bad_cost_is_rejected() {
                 goal: {prompt: p}\n  convergence: {limits: {maxCost: \"five dollars\"}}\n  \
                 execution:\n    workspace: {source: local, path: /x}\n";
     assert_eq!(parse_err(yaml).path, "spec.convergence.limits.maxCost");
+}
+
+#[test]
+fn huge_quantities_name_the_field_and_the_allowed_range() {
+    let error = parse_err(&with_sandbox(
+        "    resources:\n      timeout: 9223372036854775807s\n",
+    ));
+    assert_eq!(error.path, "execution.sandbox.resources.timeout");
+    assert_eq!(error.line, Some(7));
+    assert!(error.message.contains("expected 1s to 30d"), "{error}");
+    let error = parse_err(&with_sandbox("    resources:\n      memory: 99999Ti\n"));
+    assert_eq!(error.path, "execution.sandbox.resources.memory");
+    assert!(error.message.contains("1 to 1024Ti"), "{error}");
+    let limits = |body: &str| {
+        format!(
+            "apiVersion: agentgate.io/v1\nkind: TaskSpec\nmetadata: {{name: x}}\nspec:\n  \
+             goal: {{prompt: p}}\n  convergence:\n    limits: {{{body}}}\n  \
+             execution:\n    workspace: {{source: local, path: /x}}\n"
+        )
+    };
+    let error = parse_err(&limits("maxWallClock: 99999999999999999999d"));
+    assert_eq!(error.path, "spec.convergence.limits.maxWallClock");
+    assert!(error.message.contains("out of range"), "{error}");
+    let error = parse_err(&limits("maxTokens: 18446744073709551615"));
+    assert_eq!(error.path, "spec.convergence.limits.maxTokens");
+    // A `${VAR}` goes through the same bound.
+    let env = |name: &str| (name == "T").then(|| "9223372036854775807s".to_string());
+    let text = with_sandbox("    resources:\n      timeout: ${T}\n");
+    let error = parse(&text, "x.yaml", &env).unwrap_err();
+    assert_eq!(error.path, "execution.sandbox.resources.timeout");
+}
+
+#[test]
+fn an_oversized_document_is_refused_before_parsing() {
+    let mut text = with_sandbox("    environment:\n");
+    while text.len() <= MAX_FILE_BYTES {
+        text.push_str(&format!("      V{}: x\n", text.len()));
+    }
+    let error = parse_err(&text);
+    assert_eq!(error.path, "");
+    assert!(error.message.contains("1048576 bytes (1 MiB)"), "{error}");
+    assert!(error.hint.is_some());
+}
+
+#[test]
+fn deep_nesting_is_refused_before_the_parser() {
+    let text = format!("execution: {}", "[".repeat(200_000));
+    let started = std::time::Instant::now();
+    let error = parse_err(&text);
+    // Generous: the parser alone took over a minute on this; the pre-check is linear.
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!((error.line, error.column), (Some(1), Some(11 + MAX_DEPTH)));
+    assert!(error.to_string().contains("more than 64 levels"), "{error}");
+}
+
+#[test]
+fn oversized_variable_values_are_refused_at_their_field() {
+    let big = "x".repeat(MAX_VALUE_BYTES + 1);
+    let env = |name: &str| (name == "BIG").then(|| big.clone());
+    let text = with_sandbox("    environment:\n      HUGE: ${BIG}\n");
+    let error = parse(&text, "x.yaml", &env).unwrap_err();
+    assert_eq!(error.path, "execution.sandbox.environment.HUGE");
+    assert_eq!(error.line, Some(7));
+    assert!(error.message.contains("\"BIG\""), "{error}");
+    assert!(error.hint.unwrap().contains("file"));
+    // Many small values may not add up to more than the document total either.
+    let value = "y".repeat(MAX_VALUE_BYTES);
+    let env = |name: &str| (name == "V").then(|| value.clone());
+    let many: String = (0..=MAX_INTERPOLATED_BYTES / MAX_VALUE_BYTES)
+        .map(|i| format!("      K{i}: ${{V}}\n"))
+        .collect();
+    let text = with_sandbox(&format!("    environment:\n{many}"));
+    let error = parse(&text, "x.yaml", &env).unwrap_err();
+    assert!(error.message.contains("1048576"), "{error}");
 }

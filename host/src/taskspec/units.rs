@@ -2,7 +2,9 @@
 //!
 //! The reference system kept these as strings and never converted them; here each is parsed
 //! once, strictly, into the number the host enforces (millicores, bytes, a `Duration`, USD).
-//! Each parser returns the message a person sees when the value is wrong.
+//! Each parser returns the message a person sees when the value is wrong, and bounds its value,
+//! so that no quantity a document names can overflow the arithmetic that later uses it
+//! (`Instant + timeout`, a cgroup limit, a cost sum).
 
 use std::time::Duration;
 
@@ -15,50 +17,71 @@ const BYTE_SUFFIXES: [(&str, u64); 4] = [
 
 const DURATION_UNITS: [(&str, u64); 4] = [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)];
 
+/// The longest duration accepted (a timeout or a wall-clock limit): 30 days.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 86_400);
+
+/// The largest byte quantity accepted (memory, disk): 1024Ti, far above any machine, and far
+/// below where a byte count overflows the signed 64-bit limits of cgroups and Docker.
+pub const MAX_BYTES: u64 = 1 << 50;
+
+/// The most cores accepted.
+pub const MAX_CORES: f64 = 64.0;
+
+/// The largest cost limit accepted, in US dollars.
+pub const MAX_COST_USD: f64 = 1_000_000.0;
+
+/// The largest token budget accepted.
+pub const MAX_TOKENS: u64 = 1_000_000_000;
+
 /// Regular expressions for the JSON Schema, matching what the parsers accept.
 pub(crate) const BYTES_PATTERN: &str = "^[0-9]+(Ki|Mi|Gi|Ti)?$";
 pub(crate) const DURATION_PATTERN: &str = "^[0-9]+[smhd]$";
 pub(crate) const COST_PATTERN: &str = r"^\$?[0-9]+(\.[0-9]{1,2})?$";
 
-/// `"4Gi"` → 4 × 2³⁰. Plain digits are bytes. Must be more than zero.
+/// `"4Gi"` → 4 × 2³⁰. Plain digits are bytes. From 1 byte to `MAX_BYTES`.
 pub fn parse_bytes(text: &str) -> Result<u64, String> {
     let (digits, multiplier) = BYTE_SUFFIXES
         .iter()
         .find_map(|(suffix, multiplier)| Some((text.strip_suffix(suffix)?, *multiplier)))
         .unwrap_or((text, 1));
-    let bytes = parse_digits(digits)
-        .and_then(|count| count.checked_mul(multiplier))
-        .ok_or_else(|| {
-            format!(
-                "\"{text}\" is not a byte quantity; \
-                 expected an integer with Ki, Mi, Gi or Ti (e.g. \"4Gi\")"
-            )
-        })?;
-    if bytes == 0 {
+    if !is_digits(digits) {
         return Err(format!(
-            "\"{text}\" is zero; a byte quantity must be more than 0"
+            "\"{text}\" is not a byte quantity; \
+             expected an integer with Ki, Mi, Gi or Ti (e.g. \"4Gi\")"
         ));
     }
+    let bytes = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|count| count.checked_mul(multiplier))
+        .filter(|bytes| (1..=MAX_BYTES).contains(bytes))
+        .ok_or_else(|| format!("\"{text}\" is out of range; expected 1 to 1024Ti"))?;
     Ok(bytes)
 }
 
-/// `"30m"` → 30 minutes. A unit is required; must be more than zero.
+/// `"30m"` → 30 minutes. A unit is required; from 1s to `MAX_DURATION`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let seconds = DURATION_UNITS
+    let (digits, scale) = DURATION_UNITS
         .iter()
         .find_map(|(unit, scale)| Some((text.strip_suffix(unit)?, *scale)))
-        .and_then(|(digits, scale)| parse_digits(digits)?.checked_mul(scale))
+        .filter(|(digits, _)| is_digits(digits))
         .ok_or_else(|| {
             format!(
                 "\"{text}\" is not a duration; \
                  expected an integer with s, m, h or d (e.g. \"30m\")"
             )
         })?;
-    if seconds == 0 {
-        return Err(format!(
-            "\"{text}\" is zero; a duration must be more than 0"
-        ));
-    }
+    let seconds = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|count| count.checked_mul(scale))
+        .filter(|seconds| (1..=MAX_DURATION.as_secs()).contains(seconds))
+        .ok_or_else(|| {
+            format!(
+                "\"{text}\" is out of range; expected 1s to {}",
+                format_duration(MAX_DURATION)
+            )
+        })?;
     Ok(Duration::from_secs(seconds))
 }
 
@@ -72,20 +95,22 @@ pub fn format_duration(duration: Duration) -> String {
         .unwrap_or_else(|| format!("{seconds}s"))
 }
 
-/// A number of cores from 0.1 to 64 → millicores.
+/// A number of cores from 0.1 to `MAX_CORES` → millicores.
 pub fn cpu_millicores(cores: f64) -> Result<u32, String> {
-    if !(0.1..=64.0).contains(&cores) {
-        return Err(format!("{cores} cores is out of range; expected 0.1 to 64"));
+    if !(0.1..=MAX_CORES).contains(&cores) {
+        return Err(format!(
+            "{cores} cores is out of range; expected 0.1 to {MAX_CORES}"
+        ));
     }
     // In range, so the rounded product fits in a u32.
     Ok((cores * 1000.0).round() as u32)
 }
 
-/// `"$5.00"`, `"$5"` or `"5.00"` → 5.0 US dollars. Must be more than zero.
+/// `"$5.00"`, `"$5"` or `"5.00"` → 5.0 US dollars. More than zero, at most `MAX_COST_USD`.
 pub fn parse_cost(text: &str) -> Result<f64, String> {
     let amount = text.strip_prefix('$').unwrap_or(text);
     let (whole, cents) = amount.split_once('.').unwrap_or((amount, "0"));
-    let well_formed = parse_digits(whole).is_some()
+    let well_formed = is_digits(whole)
         && (1..=2).contains(&cents.len())
         && cents.bytes().all(|b| b.is_ascii_digit());
     let usd = amount
@@ -100,15 +125,17 @@ pub fn parse_cost(text: &str) -> Result<f64, String> {
             "\"{text}\" is zero; a cost limit must be more than $0"
         ));
     }
+    if usd > MAX_COST_USD {
+        return Err(format!(
+            "\"{text}\" is out of range; expected $0.01 to ${MAX_COST_USD}"
+        ));
+    }
     Ok(usd)
 }
 
-/// ASCII digits only (no sign, no spaces) as a u64.
-fn parse_digits(digits: &str) -> Option<u64> {
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+/// One or more ASCII digits, nothing else (no sign, no spaces).
+fn is_digits(digits: &str) -> bool {
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 #[cfg(test)]
@@ -150,6 +177,42 @@ mod tests {
         for bad in ["1.5h", "10", "1w", "0s", "h", "-1h", ""] {
             assert!(parse_duration(bad).is_err(), "{bad:?} was accepted");
         }
+    }
+
+    #[test]
+    fn quantities_are_bounded_and_never_overflow() {
+        let error = parse_duration("9223372036854775807s").unwrap_err();
+        assert_eq!(
+            error,
+            "\"9223372036854775807s\" is out of range; expected 1s to 30d"
+        );
+        assert_eq!(parse_duration("30d"), Ok(MAX_DURATION));
+        for bad in [
+            "31d",
+            "721h",
+            "99999999999999999999999d",
+            "18446744073709551615s",
+        ] {
+            assert!(
+                parse_duration(bad).unwrap_err().contains("out of range"),
+                "{bad}"
+            );
+        }
+        assert_eq!(parse_bytes("1024Ti"), Ok(MAX_BYTES));
+        for bad in [
+            "1025Ti",
+            "18446744073709551615",
+            "99999999999999999999999Ki",
+        ] {
+            assert!(
+                parse_bytes(bad).unwrap_err().contains("out of range"),
+                "{bad}"
+            );
+        }
+        assert!(parse_cost(&"9".repeat(400))
+            .unwrap_err()
+            .contains("out of range"));
+        assert_eq!(parse_cost("$1000000"), Ok(MAX_COST_USD));
     }
 
     #[test]
