@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use support::{
-    eventually, fixture_plugins, local_subprocess, processes_with_arg, repo_root,
-    shell_agent, stderr, task_spec, Home,
+    eventually, fixture_plugins, local_subprocess, processes_with_arg, repo_root, shell_agent,
+    stderr, task_spec, Home,
 };
 
 #[test]

@@ -77,7 +77,10 @@ fn the_agent_cannot_see_or_touch_agentgates_home_or_other_homes() {
 
     let stdout = home.log("stdout.log");
     assert!(stdout.contains("done"), "{stdout}");
-    assert!(!stdout.contains("found "), "the cache was visible: {stdout}");
+    assert!(
+        !stdout.contains("found "),
+        "the cache was visible: {stdout}"
+    );
     // Every file the home had is as it was (the run itself adds its folder and task).
     let after = files_of_tree(home.dir.path());
     for (path, contents) in &before {
@@ -85,12 +88,18 @@ fn the_agent_cannot_see_or_touch_agentgates_home_or_other_homes() {
         assert_eq!(now, Some(contents), "{path} changed");
     }
     let stderr_log = home.log("stderr.log");
-    assert!(stderr_log.contains(&target), "the attack did not run: {stderr_log}");
+    assert!(
+        stderr_log.contains(&target),
+        "the attack did not run: {stderr_log}"
+    );
     // /root and /run are absent; /home holds only the sandbox's own HOME, and the
     // Landlock fence refuses even to list it.
     assert!(stdout.contains("cannot access '/root'"), "{stdout}");
     assert!(stdout.contains("cannot access '/run'"), "{stdout}");
-    assert!(stdout.contains("cannot open directory '/home': Permission denied"), "{stdout}");
+    assert!(
+        stdout.contains("cannot open directory '/home': Permission denied"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -333,12 +342,18 @@ fn a_fork_bomb_stops_at_the_pids_limit() {
 fn a_cpu_busy_agent_reports_its_usage_and_nothing_is_left_behind() {
     let home = Home::new();
     let workspace = tempfile::tempdir().unwrap();
-    let agent = shell_agent("end=$(($(date +%s) + 2))\nwhile [ $(date +%s) -lt $end ]; do :; done\necho busy-done");
+    let agent = shell_agent(
+        "end=$(($(date +%s) + 2))\nwhile [ $(date +%s) -lt $end ]; do :; done\necho busy-done",
+    );
     let mounts_before = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let output = home.run_spec(&task_spec(
         "cpu",
         "spin",
-        &sandboxed(workspace.path(), "resources:\n  cpu: 1\n  timeout: 2m\n", &agent),
+        &sandboxed(
+            workspace.path(),
+            "resources:\n  cpu: 1\n  timeout: 2m\n",
+            &agent,
+        ),
     ));
     assert!(output.status.success(), "{}", stderr(&output));
     let result = home.result();
@@ -348,12 +363,21 @@ fn a_cpu_busy_agent_reports_its_usage_and_nothing_is_left_behind() {
 
     // No cgroup, mount or process of the run is left.
     let run_id = result["runId"].as_str().unwrap().to_string();
-    for root in ["/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
+    for root in [
+        "/sys/fs/cgroup/memory",
+        "/sys/fs/cgroup/pids",
+        "/sys/fs/cgroup/unified",
+        "/sys/fs/cgroup",
+    ] {
         let mut stack = vec![std::path::PathBuf::from(root).join("agentgate")];
         while let Some(dir) = stack.pop() {
             for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                assert!(!name.contains(&run_id), "cgroup {} left behind", entry.path().display());
+                assert!(
+                    !name.contains(&run_id),
+                    "cgroup {} left behind",
+                    entry.path().display()
+                );
                 if entry.path().is_dir() {
                     stack.push(entry.path());
                 }
@@ -482,7 +506,11 @@ fn a_disk_limit_is_refused_not_ignored() {
     let output = home.run_spec(&task_spec(
         "disk",
         "x",
-        &sandboxed(workspace.path(), "resources:\n  disk: 1Gi\n", &shell_agent("touch ran")),
+        &sandboxed(
+            workspace.path(),
+            "resources:\n  disk: 1Gi\n",
+            &shell_agent("touch ran"),
+        ),
     ));
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     let error = home.result()["error"].as_str().unwrap().to_string();
@@ -521,13 +549,18 @@ fn an_unprivileged_host_user_gets_a_sandbox_or_a_clear_refusal() {
     let result = home.result();
     if output.status.success() {
         assert_eq!(
-            std::fs::read_to_string(workspace.path().join("uid.txt")).unwrap().trim(),
+            std::fs::read_to_string(workspace.path().join("uid.txt"))
+                .unwrap()
+                .trim(),
             "65534"
         );
     } else {
         assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
         let error = result["error"].as_str().unwrap();
-        assert!(error.contains("cgroup") || error.contains("namespace"), "{error}");
+        assert!(
+            error.contains("cgroup") || error.contains("namespace"),
+            "{error}"
+        );
         assert!(!workspace.path().join("uid.txt").exists(), "ran unsealed");
     }
 }

@@ -138,7 +138,11 @@ pub fn local_subprocess(workspace: &Path, readonly: bool, timeout: &str, agent: 
 pub fn processes_with_arg(arg: &str) -> Vec<i32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
             continue;
         };
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();

@@ -356,7 +356,11 @@ impl ActiveSandbox {
         let deadline = Instant::now() + Duration::from_secs(10);
         let guest = self.instance.bindings.agentgate_plugin_provider().sandbox();
         let call = guest.call_stats(&mut self.instance.store, handle);
-        reported(&plugin, "stats", guard(&plugin, "stats", deadline, call).await?)
+        reported(
+            &plugin,
+            "stats",
+            guard(&plugin, "stats", deadline, call).await?,
+        )
     }
 
     /// Destroys the sandbox and kills everything the provider started. Idempotent.

@@ -108,7 +108,11 @@ fn describe_isolation(isolation: &Isolation) -> String {
     if let Some(workspace) = binds.first() {
         parts.push(format!(
             "{} workspace at {}",
-            if workspace.readonly { "read-only" } else { "writable" },
+            if workspace.readonly {
+                "read-only"
+            } else {
+                "writable"
+            },
             workspace.target
         ));
     }
@@ -117,7 +121,9 @@ fn describe_isolation(isolation: &Isolation) -> String {
     }
     parts.push(match isolation.network {
         Some(NetworkMode::None) | None => "no network".into(),
-        Some(NetworkMode::Bridge) => "bridge network (slirp4netns, host loopback unreachable)".into(),
+        Some(NetworkMode::Bridge) => {
+            "bridge network (slirp4netns, host loopback unreachable)".into()
+        }
         Some(NetworkMode::Host) => "host network".into(),
     });
     let mut limits = Vec::new();
@@ -231,8 +237,9 @@ impl Guest for SubprocessProvider {
             version: env!("CARGO_PKG_VERSION").into(),
             kind: PluginKind::SandboxProvider,
             serves: vec!["subprocess".into()],
-            summary: "Sealed host processes (bubblewrap, seccomp, cgroups): no container engine needed"
-                .into(),
+            summary:
+                "Sealed host processes (bubblewrap, seccomp, cgroups): no container engine needed"
+                    .into(),
             options_schema: Some(OPTIONS_SCHEMA.into()),
         }
     }

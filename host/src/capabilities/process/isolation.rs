@@ -78,7 +78,11 @@ mod tests {
     use super::*;
     use crate::runtime::bindings::process::SealedView as SealedRequest;
 
-    fn request(sealed: bool, limits: Option<Resources>, network: Option<NetworkMode>) -> IsolationRequest {
+    fn request(
+        sealed: bool,
+        limits: Option<Resources>,
+        network: Option<NetworkMode>,
+    ) -> IsolationRequest {
         IsolationRequest {
             sealed: sealed.then(|| SealedRequest { binds: vec![] }),
             limits,
@@ -98,21 +102,28 @@ mod tests {
 
     #[test]
     fn unsealed_processes_get_no_limits_or_network_they_would_not_have() {
-        assert!(matches!(Isolation::from_request(request(false, None, None)), Ok(Isolation::Host)));
+        assert!(matches!(
+            Isolation::from_request(request(false, None, None)),
+            Ok(Isolation::Host)
+        ));
         for (limits, network) in [
             (Some(memory(1 << 20)), None),
             (None, Some(NetworkMode::None)),
             (None, Some(NetworkMode::Bridge)),
         ] {
             let error = Isolation::from_request(request(false, limits, network)).unwrap_err();
-            assert!(matches!(error, Error::Unavailable(ref m) if m.contains("sealed")), "{error:?}");
+            assert!(
+                matches!(error, Error::Unavailable(ref m) if m.contains("sealed")),
+                "{error:?}"
+            );
         }
     }
 
     #[test]
     fn sealed_processes_always_have_a_pids_limit_and_no_network_by_default() {
-        let Isolation::Sealed { limits, network, .. } =
-            Isolation::from_request(request(true, Some(memory(64 << 20)), None)).unwrap()
+        let Isolation::Sealed {
+            limits, network, ..
+        } = Isolation::from_request(request(true, Some(memory(64 << 20)), None)).unwrap()
         else {
             panic!("sealed")
         };
@@ -126,6 +137,9 @@ mod tests {
         let mut limits = memory(1 << 20);
         limits.disk_bytes = Some(1 << 30);
         let error = Isolation::from_request(request(true, Some(limits), None)).unwrap_err();
-        assert!(matches!(error, Error::Unavailable(ref m) if m.contains("disk")), "{error:?}");
+        assert!(
+            matches!(error, Error::Unavailable(ref m) if m.contains("disk")),
+            "{error:?}"
+        );
     }
 }

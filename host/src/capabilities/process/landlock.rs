@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use landlock::{
-    path_beneath_rules, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetStatus, ABI,
+    path_beneath_rules, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
+    ABI,
 };
 
 /// The first argument that turns the agentgate executable into the sandbox init.
@@ -149,8 +149,18 @@ mod tests {
         assert_eq!(
             text,
             [
-                INIT_PATH, INIT_ARG, "--read", "/usr", "--read", "/data", "--write",
-                "/workspace", "--", "sh", "-c", "--read x"
+                INIT_PATH,
+                INIT_ARG,
+                "--read",
+                "/usr",
+                "--read",
+                "/data",
+                "--write",
+                "/workspace",
+                "--",
+                "sh",
+                "-c",
+                "--read x"
             ]
         );
     }

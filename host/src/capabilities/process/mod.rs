@@ -13,8 +13,8 @@ mod isolation;
 pub mod landlock;
 mod network;
 mod pump;
-mod seccomp;
 mod sealed;
+mod seccomp;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -99,7 +99,9 @@ impl ProcessGroups {
             return Ok(cgroup.clone());
         }
         let cgroup = Arc::new(Cgroup::create(name, limits).map_err(|e| {
-            Error::Unavailable(format!("cannot limit and track the sandbox's processes: {e}"))
+            Error::Unavailable(format!(
+                "cannot limit and track the sandbox's processes: {e}"
+            ))
         })?);
         *slot = Some((limits.clone(), cgroup.clone()));
         Ok(cgroup)
@@ -109,7 +111,9 @@ impl ProcessGroups {
     pub fn usage(&self) -> Result<ResourceUsage, Error> {
         let slot = self.cgroup.lock().unwrap();
         let (_, cgroup) = slot.as_ref().ok_or_else(|| {
-            Error::Unavailable("no sealed process has been started, so there is no usage to report".into())
+            Error::Unavailable(
+                "no sealed process has been started, so there is no usage to report".into(),
+            )
         })?;
         let usage = cgroup
             .usage()
@@ -363,9 +367,9 @@ fn explain_spawn_error(launch: &Launch, error: std::io::Error) -> Error {
         (Isolation::Host, std::io::ErrorKind::NotFound) => {
             Error::Failed(format!("cannot start {program:?}: no such program"))
         }
-        (Isolation::Sealed { .. }, _) => Error::Unavailable(format!(
-            "cannot start the sandbox for {program:?}: {error}"
-        )),
+        (Isolation::Sealed { .. }, _) => {
+            Error::Unavailable(format!("cannot start the sandbox for {program:?}: {error}"))
+        }
         _ => Error::Failed(format!("cannot start {program:?}: {error}")),
     }
 }
@@ -475,7 +479,11 @@ mod tests {
     }
 
     fn unique_cgroup() -> String {
-        format!("unit-{}-{}", std::process::id(), uuid::Uuid::now_v7().simple())
+        format!(
+            "unit-{}-{}",
+            std::process::id(),
+            uuid::Uuid::now_v7().simple()
+        )
     }
 
     #[test]
@@ -540,9 +548,16 @@ mod tests {
         assert_eq!(status.code, Some(0), "{stdout}");
         assert!(stdout.starts_with("in view"), "{stdout}");
         for absent in ["root", "home", "run", "var", "srv"] {
-            assert!(!stdout.lines().any(|l| l == absent), "/{absent} visible: {stdout}");
+            assert!(
+                !stdout.lines().any(|l| l == absent),
+                "/{absent} visible: {stdout}"
+            );
         }
-        let interfaces: Vec<&str> = stdout.lines().map(str::trim).filter(|l| *l == "lo" || l.starts_with("eth")).collect();
+        let interfaces: Vec<&str> = stdout
+            .lines()
+            .map(str::trim)
+            .filter(|l| *l == "lo" || l.starts_with("eth"))
+            .collect();
         assert_eq!(interfaces, ["lo"], "{stdout}");
         assert!(stdout.contains("read-only"), "{stdout}");
         assert!(!dir.path().join("new").exists());

@@ -42,16 +42,14 @@ impl Drop for Bridge {
 
 /// The `slirp4netns` executable, or `unavailable` with how to install it.
 pub fn slirp4netns() -> Result<std::path::PathBuf, Error> {
-    super::which("slirp4netns")
-        .map(Into::into)
-        .ok_or_else(|| {
-            Error::Unavailable(
-                "`network: bridge` in a sealed sandbox needs slirp4netns for outbound access, and it \
+    super::which("slirp4netns").map(Into::into).ok_or_else(|| {
+        Error::Unavailable(
+            "`network: bridge` in a sealed sandbox needs slirp4netns for outbound access, and it \
                  is not installed; install it (Debian/Ubuntu: apt-get install slirp4netns) or use \
                  `network: none`"
-                    .into(),
-            )
-        })
+                .into(),
+        )
+    })
 }
 
 impl BridgePipes {
@@ -121,11 +119,9 @@ impl BridgePipes {
             let mut stderr = String::new();
             if let Some(mut pipe) = stack.stderr.take() {
                 use tokio::io::AsyncReadExt;
-                let _ = tokio::time::timeout(
-                    Duration::from_secs(1),
-                    pipe.read_to_string(&mut stderr),
-                )
-                .await;
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(1), pipe.read_to_string(&mut stderr))
+                        .await;
             }
             return Err(Error::Unavailable(format!(
                 "slirp4netns could not attach the bridge network: {}",
@@ -187,9 +183,8 @@ async fn wait_for_loopback(pid: u32) -> Result<(), Error> {
 /// The user namespace that owns the sandbox's network namespace (`NS_GET_USERNS`).
 fn owning_user_namespace(pid: u32) -> Result<OwnedFd, Error> {
     const NS_GET_USERNS: libc::c_ulong = 0xb701;
-    let failed = |e: std::io::Error| {
-        Error::Failed(format!("finding the sandbox's network namespace: {e}"))
-    };
+    let failed =
+        |e: std::io::Error| Error::Failed(format!("finding the sandbox's network namespace: {e}"));
     let net = std::fs::File::open(format!("/proc/{pid}/ns/net")).map_err(failed)?;
     // SAFETY: the ioctl takes no argument and returns a new descriptor we then own.
     let fd = unsafe { libc::ioctl(net.as_raw_fd(), NS_GET_USERNS) };

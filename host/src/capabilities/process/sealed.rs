@@ -289,11 +289,20 @@ mod tests {
         assert!(args.contains("--cap-drop ALL"), "{args}");
         assert!(args.contains("--ro-bind /etc /etc"), "{args}");
         assert!(args.contains("--ro-bind /dev/null /etc/shadow"), "{args}");
-        assert!(args.contains(&format!("--ro-bind {source} /workspace")), "{args}");
+        assert!(
+            args.contains(&format!("--ro-bind {source} /workspace")),
+            "{args}"
+        );
         assert!(args.contains(&format!("--bind {source} /tmp")), "{args}");
-        assert!(!args.contains("--tmpfs /tmp"), "a bound /tmp replaces the empty one");
+        assert!(
+            !args.contains("--tmpfs /tmp"),
+            "a bound /tmp replaces the empty one"
+        );
         assert!(args.contains("--add-seccomp-fd 7"), "{args}");
-        assert!(args.ends_with("--chdir /workspace -- sh -c echo hi"), "{args}");
+        assert!(
+            args.ends_with("--chdir /workspace -- sh -c echo hi"),
+            "{args}"
+        );
         assert!(args.find("/etc/shadow") < args.find("/workspace"));
     }
 
