@@ -4,12 +4,16 @@
 # with `provider: none`, and both against a raw spawn of `true`, pair by pair in one
 # run so machine noise hits every side alike. Prints medians and the sandbox's own cost.
 #
-#   bench/sandbox_overhead.sh [PAIRS]   (default 20; builds the release binary first)
+#   bench/sandbox_overhead.sh [PAIRS]   (default 20; builds the release binary first,
+#                                        or uses AGENTGATE_BIN when set)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pairs="${1:-20}"
-cargo build --release -q -p agentgate
-bin="$PWD/target/release/agentgate"
+bin="${AGENTGATE_BIN:-}"
+if [ -z "$bin" ]; then
+    cargo build --release -q -p agentgate
+    bin="$PWD/target/release/agentgate"
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export AGENTGATE_HOME="$work/home"

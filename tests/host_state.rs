@@ -5,9 +5,9 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 
-use support::{eventually, process_is_dead, shell_agent, task_spec};
+use support::{eventually, processes_with_arg, shell_agent, stderr, task_spec};
 
 fn agentgate() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_agentgate"));
@@ -15,10 +15,6 @@ fn agentgate() -> Command {
         .env_remove("AGENTGATE_PLUGIN_PATH")
         .env_remove("AGENTGATE_HOME");
     command
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// A run that scaffolds a fresh workspace in its run folder, with no sandbox, and
@@ -65,13 +61,16 @@ fn signal(child: &Child, signal: i32) {
 
 #[test]
 fn sighup_and_sigquit_end_a_run_like_sigterm() {
-    for (name, sig) in [("SIGHUP", libc::SIGHUP), ("SIGQUIT", libc::SIGQUIT)] {
+    for (name, sig, marker) in [
+        ("SIGHUP", libc::SIGHUP, "300.601"),
+        ("SIGQUIT", libc::SIGQUIT, "300.602"),
+    ] {
         let home = tempfile::tempdir().unwrap();
         let workspace = tempfile::tempdir().unwrap();
         let execution = format!(
             "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: subprocess\n  resources:\n    timeout: 10m\n{}",
             workspace.path().display(),
-            shell_agent("echo $$ > agent.pid\nsleep 300")
+            shell_agent(&format!("sleep {marker}"))
         );
         let task = home.path().join("task.yaml");
         std::fs::write(&task, task_spec("signal", "x", &execution)).unwrap();
@@ -82,25 +81,20 @@ fn sighup_and_sigquit_end_a_run_like_sigterm() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let pid_file = workspace.path().join("agent.pid");
+        // The agent has a pid of its own namespace inside the sandbox: find it on the
+        // host by its unique argument.
         assert!(
-            eventually(60, || std::fs::read_to_string(&pid_file)
-                .is_ok_and(|s| s.ends_with('\n'))),
+            eventually(60, || !processes_with_arg(marker).is_empty()),
             "{name}: the agent never started"
         );
-        let agent_pid: i32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
 
         signal(&child, sig);
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(130), "{name}: {status:?}");
         assert_eq!(only_result(home.path())["status"], "cancelled", "{name}");
         assert!(
-            eventually(5, || process_is_dead(agent_pid)),
-            "{name}: agent {agent_pid} survived"
+            eventually(5, || processes_with_arg(marker).is_empty()),
+            "{name}: the agent survived"
         );
     }
 }

@@ -7,7 +7,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use support::{repo_root, shell_agent, task_spec};
+use support::{repo_root, shell_agent, stderr, task_spec};
 
 struct Home {
     dir: tempfile::TempDir,
@@ -68,10 +68,6 @@ impl Home {
     fn has_runs(&self) -> bool {
         std::fs::read_dir(self.dir.path().join("runs")).is_ok_and(|mut runs| runs.next().is_some())
     }
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// A runnable spec (local workspace, subprocess sandbox) with `extra` added to its sandbox block.

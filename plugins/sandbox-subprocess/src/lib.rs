@@ -398,7 +398,7 @@ mod tests {
         assert_eq!(iso.network, Some(NetworkMode::None));
         let with_pids = isolation(&r, &SubprocessOptions { pids: Some(64) });
         assert_eq!(with_pids.limits.unwrap().pids, Some(64));
-        let limits = iso.limits.clone().unwrap();
+        let limits = iso.limits.unwrap();
         assert_eq!(limits.cpu_millicores, Some(1500));
         assert_eq!(limits.memory_bytes, Some(512 * 1024 * 1024));
         assert_eq!(limits.pids, Some(128));
