@@ -50,6 +50,8 @@ impl Home {
 
     /// The peak resident memory of `agentgate args`, in bytes (from the kernel's accounting of
     /// this one child).
+    // The child is reaped by `wait4`, which also gives its rusage; clippy cannot see that.
+    #[allow(clippy::zombie_processes)]
     fn peak_memory(&self, args: &[&str]) -> usize {
         let child = self
             .command(args)

@@ -576,7 +576,7 @@ mod tests {
         let mut busy = launch(
             "/bin/sh -c",
             None,
-            sealed(vec![], Some(limits.clone()), NetworkMode::None),
+            sealed(vec![], Some(limits), NetworkMode::None),
         );
         busy.argv
             .push("i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo done".into());

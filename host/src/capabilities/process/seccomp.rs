@@ -76,10 +76,8 @@ pub struct SeccompPrograms {
 impl SeccompPrograms {
     pub fn build() -> Result<SeccompPrograms, Error> {
         let arch = target_arch()?;
-        let mut deny: BTreeMap<i64, Vec<SeccompRule>> = DENIED
-            .iter()
-            .map(|&nr| (i64::from(nr), Vec::new()))
-            .collect();
+        let mut deny: BTreeMap<i64, Vec<SeccompRule>> =
+            DENIED.iter().map(|&nr| (nr, Vec::new())).collect();
         for &nr in DENIED_WITH_NEW_USER_NAMESPACE {
             let new_user = libc::CLONE_NEWUSER as u64;
             let condition = SeccompCondition::new(
@@ -90,11 +88,11 @@ impl SeccompPrograms {
             )
             .map_err(compile_error)?;
             deny.insert(
-                i64::from(nr),
+                nr,
                 vec![SeccompRule::new(vec![condition]).map_err(compile_error)?],
             );
         }
-        let no_clone3 = BTreeMap::from([(i64::from(libc::SYS_clone3), Vec::new())]);
+        let no_clone3 = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
         let programs = [
             compile(deny, libc::EPERM, arch)?,
             compile(no_clone3, libc::ENOSYS, arch)?,
