@@ -366,22 +366,11 @@ fn an_interrupted_run_cleans_up_and_exits_130() {
     let home = Home::new();
     let workspace = tempfile::tempdir().unwrap();
     let agent = shell_agent("touch started\nsleep 300.102");
-    let path = home.dir.path().join("task.yaml");
-    std::fs::write(
-        &path,
-        task_spec(
-            "cancel",
-            "x",
-            &local_subprocess(workspace.path(), false, "10m", &agent),
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agentgate"))
-        .args(["run", path.to_str().unwrap()])
-        .env("AGENTGATE_HOME", home.dir.path())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = home.spawn_run(&task_spec(
+        "cancel",
+        "x",
+        &local_subprocess(workspace.path(), false, "10m", &agent),
+    ));
     assert!(eventually(30, || !processes_with_arg("300.102").is_empty()));
 
     // SAFETY: signalling our own child.

@@ -138,23 +138,11 @@ fn setsid_and_job_control_descendants_die_at_timeout_and_at_sigterm() {
          sleep 301.213 &\n\
          sleep 301.214",
     );
-    let path = home.dir.path().join("task.yaml");
-    std::fs::write(
-        &path,
-        task_spec(
-            "escape-term",
-            "x",
-            &local_subprocess(workspace.path(), false, "10m", &agent),
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agentgate"))
-        .args(["run", path.to_str().unwrap()])
-        .env("AGENTGATE_HOME", home.dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = home.spawn_run(&task_spec(
+        "escape-term",
+        "x",
+        &local_subprocess(workspace.path(), false, "10m", &agent),
+    ));
     assert!(eventually(30, || !processes_with_arg("301.214").is_empty()));
     assert!(eventually(10, || processes_with_arg("301.212").len() == 1));
     // SAFETY: signalling our own child.

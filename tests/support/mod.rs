@@ -101,6 +101,21 @@ impl Home {
         self.agentgate(&["run", path.to_str().unwrap()])
     }
 
+    /// Writes a TaskSpec and starts `agentgate run` on it without waiting, its output
+    /// discarded, so a test can signal it.
+    pub fn spawn_run(&self, yaml: &str) -> std::process::Child {
+        let path = self.dir.path().join("task.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_agentgate"))
+            .args(["run", path.to_str().unwrap()])
+            .env("AGENTGATE_HOME", self.dir.path())
+            .env_remove("AGENTGATE_PLUGIN_PATH")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting agentgate")
+    }
+
     /// The only run folder.
     pub fn run_folder(&self) -> PathBuf {
         let runs: Vec<_> = std::fs::read_dir(self.dir.path().join("runs"))
