@@ -525,9 +525,14 @@ fn an_unprivileged_host_user_gets_a_sandbox_or_a_clear_refusal() {
         ),
     )
     .unwrap();
+    // A copy of the binary the unprivileged user can reach, wherever the build is.
+    let bin_dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = bin_dir.path().join("agentgate");
+    std::fs::copy(env!("CARGO_BIN_EXE_agentgate"), &bin).unwrap();
     let output = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(env!("CARGO_BIN_EXE_agentgate"))
+        .arg(&bin)
         .args(["run", spec_path.to_str().unwrap()])
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
