@@ -114,8 +114,8 @@ pub struct Cgroup {
     backend: Backend,
     /// The directories this cgroup made, in creation order; the only ones it removes.
     dirs: Vec<PathBuf>,
-    /// `cgroup.procs` of every directory, ready for `enter_self` after `fork`.
-    procs: Vec<CString>,
+    /// The file of every directory that `enter_self` writes after `fork`.
+    entry_files: Vec<CString>,
     created: Instant,
     /// Highest memory sampled, for kernels without a peak counter.
     peak_seen: AtomicU64,
@@ -148,6 +148,17 @@ impl Backend {
                 pids: dir(pids),
                 freezer: freezer.as_deref().map(dir),
             }),
+        }
+    }
+
+    /// The file a process writes "0" to in order to join. v1's `tasks` moves only the
+    /// writing thread, which the kernel does without the global write lock that
+    /// `cgroup.procs` takes and its RCU grace period (10-20 ms on a busy machine, per
+    /// spawn). v2 has no such file for domain cgroups, so it uses `cgroup.procs`.
+    fn entry_file_name(&self) -> &'static str {
+        match self {
+            Backend::V1(_) => "tasks",
+            Backend::V2(_) => "cgroup.procs",
         }
     }
 
@@ -189,7 +200,7 @@ impl Cgroup {
         let mut cgroup = Cgroup {
             backend: Backend::new(layout, name),
             dirs: Vec::new(),
-            procs: Vec::new(),
+            entry_files: Vec::new(),
             created: Instant::now(),
             peak_seen: AtomicU64::new(0),
         };
@@ -201,15 +212,15 @@ impl Cgroup {
                 make_dir(parent, true)?;
             }
             make_dir(&dir, false)?;
-            let procs =
-                CString::new(dir.join("cgroup.procs").as_os_str().as_bytes()).map_err(|_| {
+            let entry = dir.join(cgroup.backend.entry_file_name());
+            let entry_file = CString::new(entry.as_os_str().as_bytes()).map_err(|_| {
                     CgroupError::InvalidName {
                         name: name.to_string(),
                         reason: "the cgroup path contains a NUL byte",
                     }
                 })?;
             cgroup.dirs.push(dir);
-            cgroup.procs.push(procs);
+            cgroup.entry_files.push(entry_file);
         }
         match &cgroup.backend {
             Backend::V1(dirs) => dirs.apply(limits)?,
@@ -222,13 +233,14 @@ impl Cgroup {
     /// Moves the calling process into the cgroup (every hierarchy of it).
     ///
     /// Async-signal-safe, for a `pre_exec` closure between `fork` and `exec`: only
-    /// `open`, `write` and `close` on paths prepared at `create`, no allocation.
+    /// `open`, `write` and `close` on paths prepared at `create`, no allocation. The
+    /// child of a `fork` has one thread, so moving that thread moves the process.
     pub fn enter_self(&self) -> io::Result<()> {
-        for procs in &self.procs {
-            // SAFETY: `procs` is a NUL-terminated path that outlives the call; open,
-            // write and close are async-signal-safe. "0" names the writing process.
+        for file in &self.entry_files {
+            // SAFETY: `file` is a NUL-terminated path that outlives the call; open,
+            // write and close are async-signal-safe. "0" names the writing thread.
             unsafe {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
                 if fd < 0 {
                     return Err(io::Error::last_os_error());
                 }
@@ -438,6 +450,10 @@ fn swap_unaccounted(file: &Path) -> CgroupError {
 /// members frozen for the first round when a freezer is given, so none forks between
 /// the listing and the kill.
 fn kill_members(procs: &Path, freezer: Option<Freezer<'_>>) {
+    // The usual case at the end of a run: nothing left, nothing to freeze.
+    if read_pids(procs).is_empty() {
+        return;
+    }
     let frozen = freezer.as_ref().is_some_and(Freezer::freeze);
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut thawed = !frozen;
