@@ -1,8 +1,9 @@
-//! Builds the plugins that ship inside the binary.
+//! Builds the plugins and the sandbox init that ship inside the binary.
 //!
 //! Every crate under `plugins/` is compiled to a `wasm32-wasip2` component and embedded
 //! with `include_bytes!`, so a plain `cargo build` gives a binary that works with no
-//! plugin directory. The test fixture plugins under `tests/fixtures/plugins/` are built
+//! plugin directory. `sandbox-init` is compiled for the host's own target and embedded
+//! the same way (see `capabilities::process::landlock`). The test fixture plugins under `tests/fixtures/plugins/` are built
 //! alongside (not embedded) for the integration tests. Each crate is built on its own
 //! because each enables a different world feature of the SDK.
 
@@ -15,6 +16,7 @@ fn main() {
     for dir in [
         "wit",
         "plugin-sdk",
+        "sandbox-init",
         "plugins",
         "tests/fixtures/plugins",
         "Cargo.lock",
@@ -25,6 +27,9 @@ fn main() {
     let target_dir = std::env::var("AGENTGATE_PLUGIN_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| root.join("target").join("plugins"));
+
+    let init = build_sandbox_init(&root, &target_dir);
+    println!("cargo:rustc-env=AGENTGATE_SANDBOX_INIT={}", init.display());
 
     let builtins = build_all(&root, &root.join("plugins"), &target_dir);
     let fixtures = build_all(&root, &root.join("tests/fixtures/plugins"), &target_dir);
@@ -72,10 +77,7 @@ fn build_all(root: &Path, dir: &Path, target_dir: &Path) -> Vec<(String, PathBuf
 }
 
 fn build_plugin(root: &Path, name: &str, target_dir: &Path) -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut command = Command::new(cargo);
-    command
-        .current_dir(root)
+    let status = nested_cargo(root, target_dir)
         .args([
             "rustc",
             "--quiet",
@@ -87,8 +89,46 @@ fn build_plugin(root: &Path, name: &str, target_dir: &Path) -> PathBuf {
             "-p",
             name,
         ])
-        .arg("--target-dir")
-        .arg(target_dir);
+        .status()
+        .expect("running cargo to build a plugin");
+    if !status.success() {
+        panic!(
+            "building plugin {name} for wasm32-wasip2 failed; is the target installed? (rustup target add wasm32-wasip2)"
+        );
+    }
+    let wasm = target_dir
+        .join("wasm32-wasip2/release")
+        .join(format!("{}.wasm", name.replace('-', "_")));
+    assert!(wasm.is_file(), "{} was not produced", wasm.display());
+    wasm
+}
+
+/// Builds `agentgate-sandbox-init` for the target this host is built for.
+fn build_sandbox_init(root: &Path, target_dir: &Path) -> PathBuf {
+    let target = std::env::var("TARGET").unwrap();
+    let status = nested_cargo(root, target_dir)
+        .args(["build", "--quiet", "--release", "--target", &target])
+        .args([
+            "-p",
+            "agentgate-sandbox-init",
+            "--bin",
+            "agentgate-sandbox-init",
+        ])
+        .status()
+        .expect("running cargo to build the sandbox init");
+    assert!(status.success(), "building agentgate-sandbox-init failed");
+    let binary = target_dir
+        .join(&target)
+        .join("release/agentgate-sandbox-init");
+    assert!(binary.is_file(), "{} was not produced", binary.display());
+    binary
+}
+
+/// A cargo command for a build of its own inside this one, in `target_dir`.
+fn nested_cargo(root: &Path, target_dir: &Path) -> Command {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut command = Command::new(cargo);
+    command.current_dir(root);
     // The outer build's settings (clippy wrapper, host RUSTFLAGS) must not leak in.
     for var in [
         "RUSTC_WORKSPACE_WRAPPER",
@@ -100,15 +140,6 @@ fn build_plugin(root: &Path, name: &str, target_dir: &Path) -> PathBuf {
     ] {
         command.env_remove(var);
     }
-    let status = command.status().expect("running cargo to build a plugin");
-    if !status.success() {
-        panic!(
-            "building plugin {name} for wasm32-wasip2 failed; is the target installed? (rustup target add wasm32-wasip2)"
-        );
-    }
-    let wasm = target_dir
-        .join("wasm32-wasip2/release")
-        .join(format!("{}.wasm", name.replace('-', "_")));
-    assert!(wasm.is_file(), "{} was not produced", wasm.display());
-    wasm
+    command.env("CARGO_TARGET_DIR", target_dir);
+    command
 }

@@ -11,6 +11,7 @@
 pub mod cgroup;
 mod isolation;
 pub mod landlock;
+mod memfd;
 mod network;
 mod pump;
 mod sealed;
@@ -208,8 +209,9 @@ impl Launch {
 /// The command that runs `launch`, and what must be done once it started.
 struct Prepared {
     command: tokio::process::Command,
-    /// Kept open until the child has been spawned (the child inherits them).
-    _fds: Vec<OwnedFd>,
+    /// Descriptors bubblewrap reads (seccomp programs, the init): kept open until the
+    /// child has been spawned, since it inherits them, then closed.
+    handed_to_bwrap: Vec<OwnedFd>,
     bridge: Option<network::BridgePipes>,
 }
 
@@ -225,7 +227,7 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         command.args(&launch.argv[1..]).current_dir(&launch.cwd);
         return Ok(Prepared {
             command,
-            _fds: Vec::new(),
+            handed_to_bwrap: Vec::new(),
             bridge: None,
         });
     };
@@ -239,8 +241,11 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         }
         NetworkMode::None | NetworkMode::Host => None,
     };
+    let init = landlock::init_fd()
+        .map_err(|e| Error::Unavailable(format!("preparing the sandbox init: {e}")))?;
     let mut fds = sealed::BwrapFds {
         seccomp: seccomp.fds.iter().map(AsRawFd::as_raw_fd).collect(),
+        init: Some(init.as_raw_fd()),
         ..Default::default()
     };
     if let Some(pipes) = &bridge {
@@ -254,12 +259,12 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         &launch.cwd.to_string_lossy(),
         *network == NetworkMode::Host,
         ids,
-        landlock::init_program(),
         &fds,
     );
     let mut command = tokio::process::Command::new(bwrap);
     command.args(args).current_dir("/");
-    for fd in fds.seccomp.iter().copied().chain(fds.info).chain(fds.block) {
+    let inherited = fds.seccomp.iter().copied();
+    for fd in inherited.chain(fds.info).chain(fds.block).chain(fds.init) {
         inherit_fd(&mut command, fd);
     }
     // SAFETY: the closure makes only async-signal-safe calls (prctl, and the cgroup's
@@ -273,9 +278,11 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
             cgroup.enter_self()
         });
     }
+    let mut handed_to_bwrap = seccomp.fds;
+    handed_to_bwrap.push(init);
     Ok(Prepared {
         command,
-        _fds: seccomp.fds,
+        handed_to_bwrap,
         bridge,
     })
 }
@@ -289,7 +296,7 @@ async fn spawn(
 ) -> Result<Execution, Error> {
     let Prepared {
         mut command,
-        _fds,
+        handed_to_bwrap,
         bridge,
     } = prepare(&launch, groups, cgroup_name)?;
     command
@@ -305,7 +312,7 @@ async fn spawn(
     let mut child = command
         .spawn()
         .map_err(|e| explain_spawn_error(&launch, e))?;
-    drop(_fds);
+    drop(handed_to_bwrap);
     let pid = child
         .id()
         .ok_or_else(|| Error::Failed("the process exited at once".into()))?

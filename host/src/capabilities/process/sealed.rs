@@ -62,6 +62,9 @@ pub struct BwrapFds {
     pub info: Option<RawFd>,
     /// `--block-fd`: the command waits until the host writes to it (network ready).
     pub block: Option<RawFd>,
+    /// The sandbox init, copied into the view (see [`super::landlock`]). Without it
+    /// the command runs with no Landlock fence (used only by tests of the arguments).
+    pub init: Option<RawFd>,
 }
 
 impl SealedView {
@@ -116,15 +119,14 @@ impl SealedView {
     /// The bubblewrap arguments that run `argv` in this view, starting in `cwd` (a path
     /// inside the view). `uid`/`gid` are the ids inside: the invoking user's own, so
     /// files written to the workspace belong to them (root inside holds no capability
-    /// outside its namespaces). With an `init` (see [`super::landlock`]) the command
-    /// runs behind a Landlock fence that allows exactly the view.
+    /// outside its namespaces). With an init in `fds` (see [`super::landlock`]) the
+    /// command runs behind a Landlock fence that allows exactly the view.
     pub fn bwrap_args(
         &self,
         argv: &[String],
         cwd: &str,
         share_network: bool,
         (uid, gid): (u32, u32),
-        init: Option<&Path>,
         fds: &BwrapFds,
     ) -> Vec<OsString> {
         let mut args = Args::default();
@@ -170,15 +172,20 @@ impl SealedView {
         if let Some(fd) = fds.block {
             args.push(["--block-fd", &fd.to_string()]);
         }
-        if let Some(init) = init {
-            args.push_os(["--ro-bind".into(), init.into(), landlock::INIT_PATH.into()]);
+        if let Some(fd) = fds.init {
+            args.push(["--perms", "0555", "--ro-bind-data", &fd.to_string()]);
+            args.push([landlock::INIT_PATH]);
         }
         args.push(["--chdir", cwd, "--"]);
-        match init {
+        match fds.init {
             Some(_) => {
                 let (readable, writable) = self.fence();
-                args.0
-                    .extend(landlock::init_args(&readable, &writable, argv));
+                let fence = landlock::Fence {
+                    readable,
+                    writable,
+                    command: argv.iter().map(OsString::from).collect(),
+                };
+                args.0.extend(fence.to_args());
             }
             None => args.0.extend(argv.iter().map(OsString::from)),
         }
@@ -279,7 +286,6 @@ mod tests {
             "/workspace",
             false,
             (0, 0),
-            None,
             &BwrapFds {
                 seccomp: vec![7],
                 ..BwrapFds::default()
@@ -314,7 +320,6 @@ mod tests {
             "/",
             true,
             (1000, 1000),
-            None,
             &BwrapFds::default(),
         ));
         assert!(!args.contains("--unshare-net"), "{args}");
@@ -336,10 +341,12 @@ mod tests {
             "/workspace",
             false,
             (0, 0),
-            Some(Path::new("/opt/agentgate")),
-            &BwrapFds::default(),
+            &BwrapFds {
+                init: Some(9),
+                ..BwrapFds::default()
+            },
         ));
-        let init = format!("--ro-bind /opt/agentgate {}", landlock::INIT_PATH);
+        let init = format!("--perms 0555 --ro-bind-data 9 {}", landlock::INIT_PATH);
         assert!(args.contains(&init), "{args}");
         assert!(args.find(&init) < args.find("--chdir"), "{args}");
         let command = args.split("--chdir /workspace -- ").nth(1).unwrap();

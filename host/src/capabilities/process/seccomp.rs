@@ -15,14 +15,14 @@
 //! bubblewrap as sealed memfds; bubblewrap loads them after it has set up the view.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch,
 };
 
+use super::memfd;
 use crate::runtime::bindings::types::Error;
 
 /// Calls refused outright.
@@ -99,7 +99,7 @@ impl SeccompPrograms {
         ];
         let fds = programs
             .iter()
-            .map(|program| sealed_memfd(&bytes(program)))
+            .map(|program| memfd::sealed(c"agentgate-seccomp", &bytes(program)))
             .collect::<std::io::Result<Vec<_>>>()
             .map_err(|e| Error::Unavailable(format!("preparing the seccomp filter: {e}")))?;
         Ok(SeccompPrograms { fds })
@@ -144,32 +144,6 @@ fn bytes(program: &BpfProgram) -> Vec<u8> {
         out.extend_from_slice(&instruction.k.to_ne_bytes());
     }
     out
-}
-
-/// A memfd holding `data`, sealed so nothing can change it, positioned at the start.
-fn sealed_memfd(data: &[u8]) -> std::io::Result<OwnedFd> {
-    // SAFETY: memfd_create with a valid C string; the fd is owned at once.
-    let fd = unsafe {
-        libc::memfd_create(
-            c"agentgate-seccomp".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fd is a fresh descriptor nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut file = std::fs::File::from(fd);
-    file.write_all(data)?;
-    use std::io::Seek;
-    file.seek(std::io::SeekFrom::Start(0))?;
-    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
-    // SAFETY: fcntl on a valid descriptor.
-    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(OwnedFd::from(file))
 }
 
 #[cfg(test)]

@@ -214,11 +214,11 @@ impl Cgroup {
             make_dir(&dir, false)?;
             let entry = dir.join(cgroup.backend.entry_file_name());
             let entry_file = CString::new(entry.as_os_str().as_bytes()).map_err(|_| {
-                    CgroupError::InvalidName {
-                        name: name.to_string(),
-                        reason: "the cgroup path contains a NUL byte",
-                    }
-                })?;
+                CgroupError::InvalidName {
+                    name: name.to_string(),
+                    reason: "the cgroup path contains a NUL byte",
+                }
+            })?;
             cgroup.dirs.push(dir);
             cgroup.entry_files.push(entry_file);
         }

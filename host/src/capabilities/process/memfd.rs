@@ -1,0 +1,63 @@
+//! Sealed memfds: how the host hands bubblewrap data that nobody may change.
+//!
+//! bubblewrap reads its seccomp programs and the sandbox init from file descriptors. A
+//! memfd holds them in memory only, and its seals (no write, grow or shrink, no further
+//! seals) mean that what bubblewrap reads is exactly what the host wrote; no file on
+//! disk can be swapped in between.
+
+use std::ffi::CStr;
+use std::io::{Seek, SeekFrom, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// A close-on-exec memfd holding `data`, sealed, positioned at the start.
+pub fn sealed(name: &CStr, data: &[u8]) -> std::io::Result<OwnedFd> {
+    // SAFETY: memfd_create with a valid C string; the fd is owned at once.
+    let fd =
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor nobody else owns.
+    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    file.write_all(data)?;
+    file.seek(SeekFrom::Start(0))?;
+    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+    // SAFETY: fcntl on a valid descriptor.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(OwnedFd::from(file))
+}
+
+/// A new close-on-exec descriptor of the same memfd with an offset of its own, so a
+/// memfd made once can be read from the start by every spawn (a `dup` would share
+/// the offset that the previous reader left at the end).
+pub fn reopen(memfd: &OwnedFd) -> std::io::Result<OwnedFd> {
+    let path = format!("/proc/self/fd/{}", memfd.as_raw_fd());
+    Ok(OwnedFd::from(std::fs::File::open(path)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn each_reopen_reads_from_the_start_and_nothing_can_write() {
+        let memfd = sealed(c"agentgate-test", b"payload").unwrap();
+        for _ in 0..2 {
+            let mut text = String::new();
+            std::fs::File::from(reopen(&memfd).unwrap())
+                .read_to_string(&mut text)
+                .unwrap();
+            assert_eq!(text, "payload");
+        }
+        let path = format!("/proc/self/fd/{}", memfd.as_raw_fd());
+        let error = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|mut file| file.write_all(b"changed"))
+            .unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::EPERM), "{error}");
+    }
+}
