@@ -40,6 +40,7 @@ pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
 /// Subdirectories of the cache root.
 const COMPILED_DIR: &str = "components";
 const DESCRIBED_DIR: &str = "described";
+const FILES_DIR: &str = "files";
 const COMPILED_EXT: &str = "cwasm";
 const DESCRIBED_EXT: &str = "json";
 
@@ -234,6 +235,10 @@ pub enum Compiled {
 pub struct PluginCache {
     compiled: SealedDir,
     described: SealedDir,
+    /// The digest of each plugin file, by path, with the file's identity (device,
+    /// inode, size, mtime, ctime) when it was hashed: a file that has not changed is
+    /// not read and hashed again.
+    files: SealedDir,
     max_bytes: u64,
 }
 
@@ -247,6 +252,10 @@ impl PluginCache {
             },
             described: SealedDir {
                 dir: root.join(DESCRIBED_DIR),
+                ext: DESCRIBED_EXT,
+            },
+            files: SealedDir {
+                dir: root.join(FILES_DIR),
                 ext: DESCRIBED_EXT,
             },
             max_bytes,
@@ -300,10 +309,35 @@ impl PluginCache {
         }
     }
 
-    /// Removes every entry of both caches; returns how many entries and bytes.
+    /// The digest recorded for the file at `path`, if the file is still the one
+    /// that was hashed (same device, inode, size, mtime and ctime).
+    pub fn file_digest(&self, path: &Path) -> Option<String> {
+        let identity = FileIdentity::of(path)?;
+        let Entry::Sealed(bytes) = self.files.read(&file_key(path)) else {
+            return None;
+        };
+        let recorded: FileDigest = serde_json::from_slice(&bytes).ok()?;
+        (recorded.identity == identity).then_some(recorded.digest)
+    }
+
+    /// Records that the file at `path` had `digest` when it had `identity`. Take the
+    /// identity before reading the bytes: a change in between changes the ctime, so
+    /// the record never matches the changed file.
+    pub fn remember_file_digest(&self, path: &Path, identity: FileIdentity, digest: &str) {
+        let record = FileDigest {
+            identity,
+            digest: digest.to_string(),
+        };
+        if let Ok(json) = serde_json::to_vec(&record) {
+            let _ = self.files.store(&file_key(path), &json);
+        }
+    }
+
+    /// Removes every entry of the caches; returns how many entries and bytes.
     pub fn clear(&self) -> std::io::Result<(usize, u64)> {
         let (a, a_bytes) = self.compiled.clear()?;
         let (b, b_bytes) = self.described.clear()?;
+        self.files.clear()?;
         Ok((a + b, a_bytes + b_bytes))
     }
 
@@ -325,6 +359,43 @@ impl PluginCache {
             }
         }
     }
+}
+
+/// What identifies a file's content without reading it: any write, rename over it or
+/// `touch` changes one of these (the ctime cannot be set back by its owner).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FileIdentity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+impl FileIdentity {
+    pub fn of(path: &Path) -> Option<FileIdentity> {
+        let meta = std::fs::metadata(path).ok()?;
+        Some(FileIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.len(),
+            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+            ctime_ns: meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128,
+        })
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct FileDigest {
+    identity: FileIdentity,
+    digest: String,
+}
+
+/// The entry name for a plugin file: the sha256 of its path.
+fn file_key(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let hash = Sha256::digest(path.as_os_str().as_bytes());
+    format!("{}-f1", hex::encode(&hash[..16]))
 }
 
 /// The compile cache bound to one engine.
@@ -534,5 +605,25 @@ mod tests {
         assert!(cache.compiled_entries().is_empty());
         assert!(cache.described_entries().is_empty());
         assert_eq!(std::fs::read_dir(cache.compiled_dir()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_file_digest_is_remembered_until_the_file_changes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = PluginCache::new(&tmp.path().join("cache"), DEFAULT_MAX_BYTES);
+        let plugin = tmp.path().join("p.wasm");
+        std::fs::write(&plugin, b"one").unwrap();
+        assert_eq!(cache.file_digest(&plugin), None);
+        let identity = FileIdentity::of(&plugin).unwrap();
+        cache.remember_file_digest(&plugin, identity, "sha256:one");
+        assert_eq!(cache.file_digest(&plugin).as_deref(), Some("sha256:one"));
+
+        // Same size, same mtime put back: the ctime still differs.
+        let mtime = std::fs::metadata(&plugin).unwrap().modified().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::write(&plugin, b"two").unwrap();
+        let file = std::fs::File::options().write(true).open(&plugin).unwrap();
+        file.set_modified(mtime).unwrap();
+        assert_eq!(cache.file_digest(&plugin), None);
     }
 }

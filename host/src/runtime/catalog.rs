@@ -171,7 +171,9 @@ impl Catalog {
         };
         for &(name, bytes) in super::builtin::BUILTIN_PLUGINS {
             // A built-in that fails to load is a bug in this build, not user input.
-            let plugin = discover(loader, grants, Wasm::Builtin(bytes), Cow::Borrowed(bytes), name)
+            let digest = digest_of(bytes);
+            let wasm = Wasm::Builtin(bytes);
+            let plugin = discover(loader, grants, wasm, digest, Some(Cow::Borrowed(bytes)), name)
                 .await
                 .map_err(|reason| {
                     anyhow::anyhow!("built-in plugin {name} does not load: {reason}")
@@ -184,11 +186,21 @@ impl Catalog {
                 let label = path
                     .file_name()
                     .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-                let loaded = match std::fs::read(&path) {
-                    Ok(bytes) => {
-                        discover(loader, grants, Wasm::File(path), Cow::Owned(bytes), &label).await
+                // An unchanged file already described is neither read nor hashed.
+                let remembered = loader
+                    .file_digest(&path)
+                    .filter(|digest| loader.cached_description(digest).is_some());
+                let loaded = match remembered {
+                    Some(digest) => {
+                        discover(loader, grants, Wasm::File(path), digest, None, &label).await
                     }
-                    Err(e) => Err(format!("cannot read it: {e}")),
+                    None => match read_and_remember(loader, &path) {
+                        Ok((digest, bytes)) => {
+                            let bytes = Some(Cow::Owned(bytes));
+                            discover(loader, grants, Wasm::File(path), digest, bytes, &label).await
+                        }
+                        Err(e) => Err(format!("cannot read it: {e}")),
+                    },
                 };
                 match loaded {
                     Ok(plugin) => catalog.insert(plugin),
@@ -329,6 +341,17 @@ fn kind_name(kind: PluginKind) -> &'static str {
     }
 }
 
+/// Reads a plugin file and records its digest for the next command.
+fn read_and_remember(loader: &Loader, path: &Path) -> std::io::Result<(String, Vec<u8>)> {
+    let identity = super::cache::FileIdentity::of(path);
+    let bytes = std::fs::read(path)?;
+    let digest = digest_of(&bytes);
+    if let Some(identity) = identity {
+        loader.remember_file_digest(path, identity, &digest);
+    }
+    Ok((digest, bytes))
+}
+
 /// `sha256:<hex>` of a component's bytes.
 pub(crate) fn digest_of(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
@@ -340,13 +363,14 @@ async fn discover(
     loader: &Loader,
     grants: &Grants,
     wasm: Wasm,
-    bytes: Cow<'static, [u8]>,
+    digest: String,
+    bytes: Option<Cow<'static, [u8]>>,
     label: &str,
 ) -> Result<LoadedPlugin, String> {
-    let digest = digest_of(&bytes);
-    let (described, component) = match loader.cached_description(&digest) {
-        Some(described) => (described, None),
-        None => loader.describe_now(&digest, bytes, label).await,
+    let (described, component) = match (loader.cached_description(&digest), bytes) {
+        (Some(described), _) => (described, None),
+        (None, Some(bytes)) => loader.describe_now(&digest, bytes, label).await,
+        (None, None) => return Err("its description vanished from the cache; run the command again".into()),
     };
     let description = match described {
         Described::Plugin(description) => description,

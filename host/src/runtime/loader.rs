@@ -98,6 +98,24 @@ impl Loader {
         )
     }
 
+    /// The digest recorded for an unchanged plugin file, if any.
+    pub(crate) fn file_digest(&self, path: &std::path::Path) -> Option<String> {
+        self.cache.as_ref()?.plugin_cache().file_digest(path)
+    }
+
+    pub(crate) fn remember_file_digest(
+        &self,
+        path: &std::path::Path,
+        identity: super::cache::FileIdentity,
+        digest: &str,
+    ) {
+        if let Some(cache) = &self.cache {
+            cache
+                .plugin_cache()
+                .remember_file_digest(path, identity, digest);
+        }
+    }
+
     /// The cached description of the component with `digest`, if any.
     pub(crate) fn cached_description(&self, digest: &str) -> Option<Described> {
         let bytes = self
