@@ -403,7 +403,10 @@ async fn a_broken_component_stops_only_the_runs_that_ask_for_what_it_might_serve
     let runtime = runtime_in(cache.path(), vec![plugins.path().into()], Grants::default()).await;
     let broken = runtime.catalog().broken();
     assert_eq!(broken.len(), 1);
-    assert!(broken[0].reason.contains("not a valid component"), "{broken:?}");
+    assert!(
+        broken[0].reason.contains("not a valid component"),
+        "{broken:?}"
+    );
 
     // A run that uses only built-ins is not stopped by it.
     let home = tempfile::tempdir().unwrap();
@@ -490,7 +493,11 @@ fn plugins_cache_shows_its_entries_and_clears_them() {
 
     let cleared = agentgate(home.path(), &["plugins", "cache", "--clear"]);
     assert!(cleared.status.success(), "{cleared:?}");
-    assert!(stdout(&cleared).starts_with("removed "), "{}", stdout(&cleared));
+    assert!(
+        stdout(&cleared).starts_with("removed "),
+        "{}",
+        stdout(&cleared)
+    );
     assert_eq!(std::fs::read_dir(&components).unwrap().count(), 0);
     assert_eq!(
         std::fs::read_dir(home.path().join("cache/described"))
@@ -527,7 +534,10 @@ fn plugins_inspect_lists_every_import_with_what_it_grants() {
         "{environment}"
     );
     for interface in interfaces {
-        assert!(!interface["grants"].as_str().unwrap().is_empty(), "{interface}");
+        assert!(
+            !interface["grants"].as_str().unwrap().is_empty(),
+            "{interface}"
+        );
     }
 }
 
@@ -583,7 +593,12 @@ async fn wasi_http_sends_only_with_the_http_grant() {
     let home = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let request = RunRequest::new(
-        spec("types", "agent:\n  driver: http-types\n", "1m", workspace.path()),
+        spec(
+            "types",
+            "agent:\n  driver: http-types\n",
+            "1m",
+            workspace.path(),
+        ),
         home.path().into(),
     );
     let result = engine::run(&runtime, request).await.unwrap().result;
@@ -598,7 +613,12 @@ async fn wasi_http_sends_only_with_the_http_grant() {
         grants,
     )
     .await;
-    assert!(granted.catalog().get("http-driver").unwrap().refusal().is_none());
+    assert!(granted
+        .catalog()
+        .get("http-driver")
+        .unwrap()
+        .refusal()
+        .is_none());
     let (address, server) = one_shot_http_server();
     let agent = format!(
         "agent:\n  driver: http-get\n  options:\n    authority: \"{address}\"\n    path: /v1/ping\n"
@@ -609,9 +629,6 @@ async fn wasi_http_sends_only_with_the_http_grant() {
     );
     let result = engine::run(&granted, request).await.unwrap().result;
     assert_eq!(result.status, RunStatus::Succeeded, "{:?}", result.error);
-    assert_eq!(
-        result.agent.unwrap().summary.as_deref(),
-        Some("HTTP 200")
-    );
+    assert_eq!(result.agent.unwrap().summary.as_deref(), Some("HTTP 200"));
     assert_eq!(server.join().unwrap(), "GET /v1/ping HTTP/1.1");
 }

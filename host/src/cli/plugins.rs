@@ -120,7 +120,10 @@ fn cache(cli: &Cli, clear: bool) -> ExitCode {
             }
             Err(e) => fail(
                 EXIT_ERROR,
-                format!("cannot clear the cache at {}: {e}", cli.cache_dir().display()),
+                format!(
+                    "cannot clear the cache at {}: {e}",
+                    cli.cache_dir().display()
+                ),
             ),
         };
     }

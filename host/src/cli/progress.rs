@@ -58,7 +58,11 @@ impl crate::runtime::LoadObserver for CompileProgress {
     }
 
     fn compile_finished(&self, label: &str, _took: Duration) {
-        let bar = self.bars.lock().ok().and_then(|mut bars| bars.remove(label));
+        let bar = self
+            .bars
+            .lock()
+            .ok()
+            .and_then(|mut bars| bars.remove(label));
         if let Some(bar) = bar {
             bar.finish_and_clear();
             display().remove(&bar);

@@ -188,7 +188,11 @@ impl SealedDir {
         }
         if let Ok(read) = std::fs::read_dir(&self.dir) {
             for entry in read.filter_map(Result::ok) {
-                if entry.file_name().to_str().is_some_and(|n| n.contains(".tmp-")) {
+                if entry
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|n| n.contains(".tmp-"))
+                {
                     remove_if_present(&entry.path())?;
                 }
             }
@@ -579,16 +583,28 @@ mod tests {
         assert!(matches!(cache.compiled.read("a-1"), Entry::Sealed(_)));
         cache.compiled.store("d-1", &vec![3; entry]).unwrap();
         cache.evict("d-1");
-        let mut keys: Vec<_> = cache.compiled_entries().into_iter().map(|e| e.key).collect();
+        let mut keys: Vec<_> = cache
+            .compiled_entries()
+            .into_iter()
+            .map(|e| e.key)
+            .collect();
         keys.sort();
         assert_eq!(keys, ["a-1", "c-1", "d-1"], "b was the least recently used");
         let total: u64 = cache.compiled_entries().iter().map(|e| e.bytes).sum();
-        assert!(total <= cache.max_bytes(), "{total} > {}", cache.max_bytes());
+        assert!(
+            total <= cache.max_bytes(),
+            "{total} > {}",
+            cache.max_bytes()
+        );
 
         // The entry just stored stays even when older ones must all go.
         let small = PluginCache::new(tmp.path(), entry as u64 + overhead);
         small.evict("d-1");
-        let keys: Vec<_> = small.compiled_entries().into_iter().map(|e| e.key).collect();
+        let keys: Vec<_> = small
+            .compiled_entries()
+            .into_iter()
+            .map(|e| e.key)
+            .collect();
         assert_eq!(keys, ["d-1"]);
     }
 

@@ -173,19 +173,25 @@ impl Catalog {
             // A built-in that fails to load is a bug in this build, not user input.
             let digest = digest_of(bytes);
             let wasm = Wasm::Builtin(bytes);
-            let plugin = discover(loader, grants, wasm, digest, Some(Cow::Borrowed(bytes)), name)
-                .await
-                .map_err(|reason| {
-                    anyhow::anyhow!("built-in plugin {name} does not load: {reason}")
-                })?;
+            let plugin = discover(
+                loader,
+                grants,
+                wasm,
+                digest,
+                Some(Cow::Borrowed(bytes)),
+                name,
+            )
+            .await
+            .map_err(|reason| anyhow::anyhow!("built-in plugin {name} does not load: {reason}"))?;
             catalog.insert(plugin);
         }
         for dir in plugin_dirs {
             for path in wasm_files(dir)? {
                 let origin = PluginOrigin::File(path.clone());
-                let label = path
-                    .file_name()
-                    .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+                let label = path.file_name().map_or_else(
+                    || path.display().to_string(),
+                    |n| n.to_string_lossy().into_owned(),
+                );
                 // An unchanged file already described is neither read nor hashed.
                 let remembered = loader
                     .file_digest(&path)
@@ -321,7 +327,12 @@ impl Description {
         ]
         .into_iter()
         .find(|k| kind_name(*k) == self.kind)
-        .ok_or_else(|| format!("unknown plugin kind {:?} in the description cache", self.kind))?;
+        .ok_or_else(|| {
+            format!(
+                "unknown plugin kind {:?} in the description cache",
+                self.kind
+            )
+        })?;
         Ok(PluginInfo {
             name: self.name.clone(),
             version: self.version.clone(),
@@ -370,7 +381,9 @@ async fn discover(
     let (described, component) = match (loader.cached_description(&digest), bytes) {
         (Some(described), _) => (described, None),
         (None, Some(bytes)) => loader.describe_now(&digest, bytes, label).await,
-        (None, None) => return Err("its description vanished from the cache; run the command again".into()),
+        (None, None) => {
+            return Err("its description vanished from the cache; run the command again".into())
+        }
     };
     let description = match described {
         Described::Plugin(description) => description,
@@ -412,11 +425,17 @@ pub(crate) async fn describe_component(
 ) -> Result<Description, DescribeFailure> {
     let engine = loader.engine();
     let ty = component.component_type();
-    let imports: Vec<String> = ty.imports(engine).map(|(name, _)| name.to_string()).collect();
-    let kind = world_of(ty.exports(engine).map(|(name, _)| name)).map_err(DescribeFailure::Lasting)?;
+    let imports: Vec<String> = ty
+        .imports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let kind =
+        world_of(ty.exports(engine).map(|(name, _)| name)).map_err(DescribeFailure::Lasting)?;
     let classified = grants::classify_imports(imports.iter().map(String::as_str));
     let info = if classified.unknown().is_empty() {
-        loader.describe(loader.linker(), component, kind, label).await
+        loader
+            .describe(loader.linker(), component, kind, label)
+            .await
     } else {
         let mut linker = loader.linker().clone();
         linker

@@ -172,14 +172,26 @@ impl Imports {
 /// nothing (see `runtime::state`).
 const FREE_WASI: &[(&str, &str)] = &[
     ("wasi:io/error", "nothing by itself: errors of streams"),
-    ("wasi:io/poll", "nothing by itself: waiting on other interfaces"),
-    ("wasi:io/streams", "nothing by itself: streams of other interfaces"),
+    (
+        "wasi:io/poll",
+        "nothing by itself: waiting on other interfaces",
+    ),
+    (
+        "wasi:io/streams",
+        "nothing by itself: streams of other interfaces",
+    ),
     ("wasi:clocks/wall-clock", "reading the time of day"),
-    ("wasi:clocks/monotonic-clock", "reading a monotonic clock and waiting"),
+    (
+        "wasi:clocks/monotonic-clock",
+        "reading a monotonic clock and waiting",
+    ),
     ("wasi:random/random", "random bytes"),
     ("wasi:random/insecure", "random bytes"),
     ("wasi:random/insecure-seed", "a random seed"),
-    ("wasi:cli/environment", "nothing: no environment variables, no arguments"),
+    (
+        "wasi:cli/environment",
+        "nothing: no environment variables, no arguments",
+    ),
     ("wasi:cli/exit", "ending the call (reported as a trap)"),
     ("wasi:cli/stdin", "nothing: stdin is empty"),
     ("wasi:cli/stdout", "printing to the run's plugins.log"),
@@ -189,15 +201,33 @@ const FREE_WASI: &[(&str, &str)] = &[
     ("wasi:cli/terminal-stdin", "nothing: there is no terminal"),
     ("wasi:cli/terminal-stdout", "nothing: there is no terminal"),
     ("wasi:cli/terminal-stderr", "nothing: there is no terminal"),
-    ("wasi:filesystem/types", "nothing: no directory is preopened"),
-    ("wasi:filesystem/preopens", "nothing: no directory is preopened"),
+    (
+        "wasi:filesystem/types",
+        "nothing: no directory is preopened",
+    ),
+    (
+        "wasi:filesystem/preopens",
+        "nothing: no directory is preopened",
+    ),
     ("wasi:sockets/network", "nothing: sockets are denied"),
-    ("wasi:sockets/instance-network", "nothing: sockets are denied"),
+    (
+        "wasi:sockets/instance-network",
+        "nothing: sockets are denied",
+    ),
     ("wasi:sockets/tcp", "nothing: sockets are denied"),
-    ("wasi:sockets/tcp-create-socket", "nothing: sockets are denied"),
+    (
+        "wasi:sockets/tcp-create-socket",
+        "nothing: sockets are denied",
+    ),
     ("wasi:sockets/udp", "nothing: sockets are denied"),
-    ("wasi:sockets/udp-create-socket", "nothing: sockets are denied"),
-    ("wasi:sockets/ip-name-lookup", "nothing: name lookups are denied"),
+    (
+        "wasi:sockets/udp-create-socket",
+        "nothing: sockets are denied",
+    ),
+    (
+        "wasi:sockets/ip-name-lookup",
+        "nothing: name lookups are denied",
+    ),
     (
         "wasi:http/types",
         "nothing by itself: HTTP request and response types (sending needs capability http)",
@@ -215,9 +245,9 @@ pub fn classify_import(name: &str) -> ImportKind {
     }
     match unversioned {
         "agentgate:plugin/types" => ImportKind::Free("nothing: shared types"),
-        "agentgate:plugin/execution" => ImportKind::Free(
-            "nothing by itself: handles of commands started through a capability",
-        ),
+        "agentgate:plugin/execution" => {
+            ImportKind::Free("nothing by itself: handles of commands started through a capability")
+        }
         n => FREE_WASI
             .iter()
             .find(|(interface, _)| *interface == n)
@@ -470,9 +500,16 @@ mod tests {
         // Every import is listed with what it grants, WASI included.
         assert_eq!(imports.interfaces.len(), 8);
         let environment = &imports.interfaces[3];
-        assert!(environment.grants().contains("no environment"), "{environment:?}");
-        assert!(imports.interfaces[4].grants().starts_with("nothing by itself"));
-        assert!(imports.interfaces[5].grants().starts_with("capability http"));
+        assert!(
+            environment.grants().contains("no environment"),
+            "{environment:?}"
+        );
+        assert!(imports.interfaces[4]
+            .grants()
+            .starts_with("nothing by itself"));
+        assert!(imports.interfaces[5]
+            .grants()
+            .starts_with("capability http"));
     }
 
     #[test]
@@ -487,7 +524,10 @@ mod tests {
         };
         let err = check("p", &imports, &granted).unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("agentgate:plugin/docker@0.1.0 (docker)"), "{text}");
+        assert!(
+            text.contains("agentgate:plugin/docker@0.1.0 (docker)"),
+            "{text}"
+        );
         assert!(text.contains("--grant p=docker"), "{text}");
     }
 
@@ -501,7 +541,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            text.contains("it imports wasi:http/outgoing-handler@0.2.3 (http) which was not granted"),
+            text.contains(
+                "it imports wasi:http/outgoing-handler@0.2.3 (http) which was not granted"
+            ),
             "{text}"
         );
         assert!(!text.contains("wasi:http/types"), "{text}");

@@ -234,12 +234,13 @@ impl Loader {
         plugin
             .component
             .get_or_try_init(|| async {
-                let bytes = match &plugin.wasm {
-                    Wasm::Builtin(bytes) => Cow::Borrowed(*bytes),
-                    Wasm::File(path) => Cow::Owned(std::fs::read(path).map_err(|e| {
-                        not_loaded(format!("cannot read {}: {e}", path.display()))
-                    })?),
-                };
+                let bytes =
+                    match &plugin.wasm {
+                        Wasm::Builtin(bytes) => Cow::Borrowed(*bytes),
+                        Wasm::File(path) => Cow::Owned(std::fs::read(path).map_err(|e| {
+                            not_loaded(format!("cannot read {}: {e}", path.display()))
+                        })?),
+                    };
                 if catalog::digest_of(&bytes) != plugin.digest() {
                     return Err(not_loaded(format!(
                         "{} changed since the plugins were listed; run the command again",

@@ -14,11 +14,11 @@ mod builtin;
 pub mod cache;
 pub mod catalog;
 pub mod grants;
-mod wasi_http;
 pub mod instance;
 mod limits;
 mod loader;
 mod state;
+mod wasi_http;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -89,7 +89,10 @@ impl Runtime {
         bindings::add_host_interfaces(&mut linker)?;
         let ticker = EpochTicker::start(engine.clone());
         let cache = config.cache_dir.map(|dir| {
-            cache::ComponentCache::new(cache::PluginCache::new(&dir, config.cache_max_bytes), &engine)
+            cache::ComponentCache::new(
+                cache::PluginCache::new(&dir, config.cache_max_bytes),
+                &engine,
+            )
         });
         let loader = loader::Loader::new(
             engine,
