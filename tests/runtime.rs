@@ -1,15 +1,19 @@
 //! The plugin runtime against real components: grants read from imports, deadlines,
-//! trap isolation and memory caps. Runs in-process through the library.
+//! trap isolation and memory caps, lazy and cached loading, refusals that say why, and
+//! `wasi:http` behind the `http` grant. Runs in-process through the library (and the
+//! binary, for `plugins cache` and `plugins inspect`).
 
 mod support;
 
-use std::path::Path;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentgate::engine::{self, RunRequest, RunStatus};
+use agentgate::engine::{self, RunError, RunRequest, RunStatus};
 use agentgate::runtime::bindings::types::PluginKind;
-use agentgate::runtime::{Grants, PluginLimits, Runtime, RuntimeConfig};
+use agentgate::runtime::{Grants, LoadStats, PluginLimits, Runtime, RuntimeConfig};
 use support::{fixture_plugins, shell_agent, task_spec};
 
 async fn runtime(grants: Grants, limits: PluginLimits) -> Arc<Runtime> {
@@ -19,6 +23,19 @@ async fn runtime(grants: Grants, limits: PluginLimits) -> Arc<Runtime> {
         plugin_dirs: vec![fixture_plugins()],
         grants,
         limits,
+        ..RuntimeConfig::default()
+    })
+    .await
+    .expect("runtime loads")
+}
+
+/// A runtime with its own cache under `cache` and the given plugin directories.
+async fn runtime_in(cache: &Path, plugin_dirs: Vec<PathBuf>, grants: Grants) -> Arc<Runtime> {
+    Runtime::new(RuntimeConfig {
+        cache_dir: Some(cache.to_path_buf()),
+        plugin_dirs,
+        grants,
+        ..RuntimeConfig::default()
     })
     .await
     .expect("runtime loads")
@@ -95,12 +112,37 @@ async fn a_grant_admits_the_plugin_and_a_digest_pins_it() {
 
     grants.plugins.get_mut("sneaky-docker").unwrap().digest = Some("sha256:0000".into());
     let pinned_elsewhere = self::runtime(grants.clone(), PluginLimits::default()).await;
-    assert!(pinned_elsewhere
+    let refusal = pinned_elsewhere
         .catalog()
         .get("sneaky-docker")
         .unwrap()
         .refusal()
-        .is_some());
+        .expect("a grant pinned to another digest grants nothing")
+        .to_string();
+    // Says that the digest differs, and shows both.
+    assert!(
+        refusal.contains(&format!(
+            "pinned to digest sha256:0000 but this component's digest is {digest}"
+        )),
+        "{refusal}"
+    );
+
+    let mut other_version = grants.clone();
+    let grant = other_version.plugins.get_mut("sneaky-docker").unwrap();
+    grant.digest = None;
+    grant.version = Some("9.9.9".into());
+    let pinned_to_version = self::runtime(other_version, PluginLimits::default()).await;
+    let refusal = pinned_to_version
+        .catalog()
+        .get("sneaky-docker")
+        .unwrap()
+        .refusal()
+        .expect("a grant pinned to another version grants nothing")
+        .to_string();
+    assert!(
+        refusal.contains("pinned to version \"9.9.9\" but the plugin reports version \"0.1.0\""),
+        "{refusal}"
+    );
 
     grants.plugins.get_mut("sneaky-docker").unwrap().digest = Some(digest);
     let pinned_here = self::runtime(grants, PluginLimits::default()).await;
@@ -263,14 +305,8 @@ async fn describe_cannot_reach_host_interfaces_and_unknown_values_list_what_exis
 #[tokio::test]
 async fn compiled_components_are_cached_by_digest_and_engine() {
     let cache = tempfile::tempdir().unwrap();
-    let config = || RuntimeConfig {
-        cache_dir: Some(cache.path().to_path_buf()),
-        plugin_dirs: vec![fixture_plugins()],
-        grants: Grants::default(),
-        limits: PluginLimits::default(),
-    };
-    let first = Runtime::new(config()).await.unwrap();
-    let mut entries: Vec<String> = std::fs::read_dir(cache.path())
+    let first = runtime_in(cache.path(), vec![fixture_plugins()], Grants::default()).await;
+    let mut entries: Vec<String> = std::fs::read_dir(cache.path().join("components"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -290,8 +326,8 @@ async fn compiled_components_are_cached_by_digest_and_engine() {
             "{sha} not cached"
         );
     }
-    // A second runtime loads from the cache and sees the same plugins.
-    let second = Runtime::new(config()).await.unwrap();
+    // A second runtime finds the same plugins from the description cache.
+    let second = runtime_in(cache.path(), vec![fixture_plugins()], Grants::default()).await;
     let names = |r: &Runtime| {
         r.catalog()
             .plugins()
@@ -299,4 +335,300 @@ async fn compiled_components_are_cached_by_digest_and_engine() {
             .collect::<Vec<_>>()
     };
     assert_eq!(names(&first), names(&second));
+}
+
+fn builtin_spec(name: &str, workspace: &Path) -> agentgate::taskspec::TaskSpec {
+    spec(name, &shell_agent("echo hi > hi.txt"), "1m", workspace)
+}
+
+#[tokio::test]
+async fn a_second_command_compiles_nothing_and_a_run_loads_only_its_plugins() {
+    let cache = tempfile::tempdir().unwrap();
+    let dirs = vec![fixture_plugins()];
+
+    // First command: every component is new, so each is compiled and described once.
+    let first = runtime_in(cache.path(), dirs.clone(), Grants::default()).await;
+    let stats = first.load_stats();
+    let found = first.catalog().plugins().count() + first.catalog().broken().len();
+    assert_eq!(stats.described, found, "{stats:?}");
+    assert_eq!(stats.compiled, found, "{stats:?}");
+
+    // Second command (e.g. `plugins list`): everything comes from the description
+    // cache; nothing is compiled, nothing even read from the compile cache.
+    let second = runtime_in(cache.path(), dirs.clone(), Grants::default()).await;
+    assert_eq!(second.load_stats(), LoadStats::default());
+    assert_eq!(
+        second.catalog().plugins().count(),
+        first.catalog().plugins().count()
+    );
+
+    // A run loads exactly its three plugins, from the compile cache.
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let request = RunRequest::new(builtin_spec("lazy", workspace.path()), home.path().into());
+    let result = engine::run(&second, request).await.unwrap().result;
+    assert_eq!(result.status, RunStatus::Succeeded, "{:?}", result.error);
+    assert_eq!(
+        second.load_stats(),
+        LoadStats {
+            compiled: 0,
+            from_cache: 3,
+            described: 0
+        }
+    );
+    // Loading is part of the run's timings.
+    let loading = result.phases["plugins"];
+    assert!(result.duration_ms >= loading, "{result:?}");
+    let phases: u64 = result.phases.values().sum();
+    assert!(result.duration_ms + 5 >= phases, "{result:?}");
+
+    // In the first runtime the components described are already compiled in memory.
+    let request = RunRequest::new(builtin_spec("warm", workspace.path()), home.path().into());
+    let result = engine::run(&first, request).await.unwrap().result;
+    assert_eq!(result.status, RunStatus::Succeeded, "{:?}", result.error);
+    assert_eq!(first.load_stats(), stats);
+}
+
+/// A plugin directory holding a file that is not a component.
+fn dir_with_broken_component() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("js-driver.wasm"), b"\0asm not really").unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn a_broken_component_stops_only_the_runs_that_ask_for_what_it_might_serve() {
+    let cache = tempfile::tempdir().unwrap();
+    let plugins = dir_with_broken_component();
+    let runtime = runtime_in(cache.path(), vec![plugins.path().into()], Grants::default()).await;
+    let broken = runtime.catalog().broken();
+    assert_eq!(broken.len(), 1);
+    assert!(
+        broken[0].reason.contains("not a valid component"),
+        "{broken:?}"
+    );
+
+    // A run that uses only built-ins is not stopped by it.
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let request = RunRequest::new(builtin_spec("fine", workspace.path()), home.path().into());
+    let result = engine::run(&runtime, request).await.unwrap().result;
+    assert_eq!(result.status, RunStatus::Succeeded, "{:?}", result.error);
+
+    // A run asking for a value nobody serves names the broken file and why.
+    let agent = "agent:\n  driver: js\n";
+    let request = RunRequest::new(
+        spec("js", agent, "1m", workspace.path()),
+        home.path().into(),
+    );
+    let Err(RunError::Invalid(message)) = engine::run(&runtime, request).await else {
+        panic!("the run should be refused");
+    };
+    assert!(message.contains("no plugin serves \"js\""), "{message}");
+    assert!(
+        message.contains("js-driver.wasm") && message.contains("not a valid component"),
+        "{message}"
+    );
+
+    // Its failure is cached too: the next command does not compile it again.
+    let again = runtime_in(cache.path(), vec![plugins.path().into()], Grants::default()).await;
+    assert_eq!(again.load_stats(), LoadStats::default());
+    assert_eq!(again.catalog().broken().len(), 1);
+}
+
+#[tokio::test]
+async fn eviction_keeps_the_compile_cache_under_its_bound() {
+    let cache = tempfile::tempdir().unwrap();
+    let bound: u64 = 3 << 20;
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        cache_max_bytes: bound,
+        plugin_dirs: vec![fixture_plugins()],
+        ..RuntimeConfig::default()
+    })
+    .await
+    .unwrap();
+    let sizes: Vec<u64> = std::fs::read_dir(cache.path().join("components"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .collect();
+    let total: u64 = sizes.iter().sum();
+    assert!(total <= bound, "{total} bytes in the cache, bound {bound}");
+    assert!(!sizes.is_empty());
+    assert!(
+        sizes.len() < runtime.load_stats().compiled,
+        "nothing was evicted: {sizes:?}"
+    );
+}
+
+fn agentgate(home: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_agentgate"))
+        .args(args)
+        .env("AGENTGATE_HOME", home)
+        .env("AGENTGATE_PLUGIN_PATH", fixture_plugins())
+        .env_remove("AGENTGATE_CACHE_SIZE")
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn plugins_cache_shows_its_entries_and_clears_them() {
+    let home = tempfile::tempdir().unwrap();
+    let list = agentgate(home.path(), &["plugins", "list"]);
+    assert!(list.status.success(), "{list:?}");
+
+    let shown = agentgate(home.path(), &["plugins", "cache"]);
+    assert!(shown.status.success(), "{shown:?}");
+    let text = stdout(&shown);
+    let components = home.path().join("cache/components");
+    let count = std::fs::read_dir(&components).unwrap().count();
+    assert!(count > 0);
+    assert!(text.contains(&format!("{count} entries")), "{text}");
+    assert!(text.contains("of 1024.0 MiB"), "{text}");
+    assert!(text.contains("sandbox-subprocess 0.1.0"), "{text}");
+
+    let cleared = agentgate(home.path(), &["plugins", "cache", "--clear"]);
+    assert!(cleared.status.success(), "{cleared:?}");
+    assert!(
+        stdout(&cleared).starts_with("removed "),
+        "{}",
+        stdout(&cleared)
+    );
+    assert_eq!(std::fs::read_dir(&components).unwrap().count(), 0);
+    assert_eq!(
+        std::fs::read_dir(home.path().join("cache/described"))
+            .unwrap()
+            .count(),
+        0
+    );
+    let shown = agentgate(home.path(), &["plugins", "cache"]);
+    assert!(stdout(&shown).contains("  0 entries"), "{}", stdout(&shown));
+}
+
+#[test]
+fn plugins_inspect_lists_every_import_with_what_it_grants() {
+    let home = tempfile::tempdir().unwrap();
+    let output = agentgate(home.path(), &["plugins", "inspect", "sandbox-subprocess"]);
+    assert!(output.status.success(), "{output:?}");
+    let info: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let interfaces = info["interfaces"].as_array().unwrap();
+    let named = |prefix: &str| {
+        interfaces
+            .iter()
+            .find(|i| i["name"].as_str().unwrap().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} import in {interfaces:?}"))
+    };
+    let process = named("agentgate:plugin/process@");
+    assert_eq!(process["capability"], "process");
+    let environment = named("wasi:cli/environment@");
+    assert!(environment["capability"].is_null());
+    assert!(
+        environment["grants"]
+            .as_str()
+            .unwrap()
+            .contains("no environment variables"),
+        "{environment}"
+    );
+    for interface in interfaces {
+        assert!(
+            !interface["grants"].as_str().unwrap().is_empty(),
+            "{interface}"
+        );
+    }
+}
+
+/// Serves one HTTP/1.1 request on 127.0.0.1 with `200 ok`; returns the address and
+/// the request line it received.
+fn one_shot_http_server() -> (String, std::thread::JoinHandle<String>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = stream.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            request.extend_from_slice(&buf[..n]);
+        }
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+            .unwrap();
+        String::from_utf8_lossy(&request)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    });
+    (address, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wasi_http_sends_only_with_the_http_grant() {
+    // Without a grant: `types` alone loads, `outgoing-handler` is refused by name.
+    let runtime = runtime(Grants::default(), PluginLimits::default()).await;
+    let types_only = runtime.catalog().get("http-types-driver").unwrap();
+    assert!(types_only.refusal().is_none(), "{:?}", types_only.refusal());
+    let refusal = runtime
+        .catalog()
+        .get("http-driver")
+        .unwrap()
+        .refusal()
+        .expect("outgoing-handler needs the http grant")
+        .to_string();
+    assert!(
+        refusal.contains("it imports wasi:http/outgoing-handler@0.2.")
+            && refusal.contains("(http) which was not granted")
+            && refusal.contains("--grant http-driver=http"),
+        "{refusal}"
+    );
+    assert!(!refusal.contains("wasi:http/types"), "{refusal}");
+
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let request = RunRequest::new(
+        spec(
+            "types",
+            "agent:\n  driver: http-types\n",
+            "1m",
+            workspace.path(),
+        ),
+        home.path().into(),
+    );
+    let result = engine::run(&runtime, request).await.unwrap().result;
+    assert_eq!(result.status, RunStatus::Succeeded, "{:?}", result.error);
+
+    // Granted `http`, the request reaches a real HTTP server on 127.0.0.1.
+    let mut grants = Grants::default();
+    grants.add_flag("http-driver=http").unwrap();
+    let granted = runtime_in(
+        &std::env::temp_dir().join("agentgate-test-component-cache"),
+        vec![fixture_plugins()],
+        grants,
+    )
+    .await;
+    assert!(granted
+        .catalog()
+        .get("http-driver")
+        .unwrap()
+        .refusal()
+        .is_none());
+    let (address, server) = one_shot_http_server();
+    let agent = format!(
+        "agent:\n  driver: http-get\n  options:\n    authority: \"{address}\"\n    path: /v1/ping\n"
+    );
+    let request = RunRequest::new(
+        spec("http", &agent, "1m", workspace.path()),
+        home.path().into(),
+    );
+    let result = engine::run(&granted, request).await.unwrap().result;
+    assert_eq!(result.status, RunStatus::Succeeded, "{:?}", result.error);
+    assert_eq!(result.agent.unwrap().summary.as_deref(), Some("HTTP 200"));
+    assert_eq!(server.join().unwrap(), "GET /v1/ping HTTP/1.1");
 }

@@ -47,6 +47,17 @@ pub struct Cli {
     /// Grant host interfaces to a plugin for this invocation: NAME=CAP[,CAP...].
     #[arg(long = "grant", global = true, value_name = "NAME=CAPS")]
     grants: Vec<String>,
+    /// Bound of the compile cache (e.g. 512Mi, 2Gi); least recently used entries are
+    /// evicted past it.
+    #[arg(
+        long = "cache-size",
+        global = true,
+        env = "AGENTGATE_CACHE_SIZE",
+        default_value = "1Gi",
+        value_name = "SIZE",
+        value_parser = crate::taskspec::parse_bytes,
+    )]
+    cache_size: u64,
     #[command(subcommand)]
     command: Command,
 }
@@ -129,7 +140,17 @@ impl Cli {
         &self.home
     }
 
+    /// The root of the plugin caches (compiled components and descriptions).
+    fn cache(&self) -> crate::runtime::cache::PluginCache {
+        crate::runtime::cache::PluginCache::new(&self.cache_dir(), self.cache_size)
+    }
+
+    fn cache_dir(&self) -> PathBuf {
+        self.home().join("cache")
+    }
+
     /// Loads the runtime with this invocation's plugin directories and grants.
+    /// Components never seen before are compiled and described, with progress shown.
     async fn runtime(&self) -> Result<std::sync::Arc<Runtime>, LoadError> {
         let home = self.home();
         let mut grants = Grants::from_file(&home.join("grants.yaml"))?;
@@ -145,10 +166,12 @@ impl Cli {
             .unwrap_or_default();
         plugin_dirs.extend(self.plugin_dirs.iter().cloned());
         Runtime::new(RuntimeConfig {
-            cache_dir: Some(home.join("cache").join("components")),
+            cache_dir: Some(self.cache_dir()),
+            cache_max_bytes: self.cache_size,
             plugin_dirs,
             grants,
             limits: PluginLimits::default(),
+            observer: Some(std::sync::Arc::new(progress::CompileProgress::default())),
         })
         .await
         .map_err(LoadError::Runtime)

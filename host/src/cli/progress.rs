@@ -1,18 +1,74 @@
 //! What `agentgate run` shows while a run goes on: a live display for people, or
-//! NDJSON events for machines (`--json`).
+//! NDJSON events for machines (`--json`); and, for every command, a spinner while a
+//! component compiles (the first use of a Python or JavaScript build takes seconds).
 //!
 //! Much of what is shown comes from the agent and plugins. Every piece of it passes
 //! through [`crate::escape`] on its way to the terminal, so it can neither drive the
 //! terminal (`ESC]0;…`, `ESC[2J`) nor forge lines of its own (a newline in a name).
 
+use std::collections::HashMap;
 use std::io::IsTerminal;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::engine::{RunReport, RunStatus};
 use crate::escape;
 use crate::record::{EventBody, RunEvent};
+
+/// One display for the run's spinner and compile spinners, so that neither draws over
+/// the other.
+fn display() -> &'static MultiProgress {
+    static DISPLAY: OnceLock<MultiProgress> = OnceLock::new();
+    DISPLAY.get_or_init(MultiProgress::new)
+}
+
+/// Components at least this large get a line on stderr when it is not a terminal.
+const LARGE_COMPONENT: usize = 1 << 20;
+
+/// Shows a spinner while a component compiles.
+#[derive(Default)]
+pub struct CompileProgress {
+    bars: Mutex<HashMap<String, ProgressBar>>,
+}
+
+impl crate::runtime::LoadObserver for CompileProgress {
+    fn compile_started(&self, label: &str, bytes: usize) {
+        let what = format!(
+            "compiling plugin {} ({:.1} MiB); once per build, cached afterwards",
+            escape::text(label),
+            bytes as f64 / (1 << 20) as f64
+        );
+        if !std::io::stderr().is_terminal() {
+            if bytes >= LARGE_COMPONENT {
+                eprintln!("{what}");
+            }
+            return;
+        }
+        let bar = display().add(ProgressBar::new_spinner());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid template"),
+        );
+        bar.set_message(what);
+        bar.enable_steady_tick(Duration::from_millis(120));
+        if let Ok(mut bars) = self.bars.lock() {
+            bars.insert(label.to_string(), bar);
+        }
+    }
+
+    fn compile_finished(&self, label: &str, _took: Duration) {
+        let bar = self
+            .bars
+            .lock()
+            .ok()
+            .and_then(|mut bars| bars.remove(label));
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+            display().remove(&bar);
+        }
+    }
+}
 
 pub struct Progress {
     json: bool,
@@ -22,7 +78,7 @@ pub struct Progress {
 impl Progress {
     pub fn new(json: bool) -> Progress {
         let bar = (!json && std::io::stderr().is_terminal()).then(|| {
-            let bar = ProgressBar::new_spinner();
+            let bar = display().add(ProgressBar::new_spinner());
             bar.set_style(
                 ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid template"),
             );

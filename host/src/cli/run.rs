@@ -60,6 +60,8 @@ pub async fn run(cli: &Cli, args: &RunArgs, interrupts: &Interrupts) -> ExitCode
             }
         }
     }
+    // The run's clock starts before the plugins are found: loading is part of it.
+    let started = tokio::time::Instant::now();
     let runtime = match cli.runtime().await {
         Ok(runtime) => runtime,
         Err(e) => return fail(e.exit_code(), e),
@@ -71,6 +73,7 @@ pub async fn run(cli: &Cli, args: &RunArgs, interrupts: &Interrupts) -> ExitCode
     request.redact = interpolated_secrets.into_inner();
     request.observer = Some(progress.observer());
     request.cancel = Box::pin(interrupts.take_over());
+    request.started = started;
 
     match engine::run(&runtime, request).await {
         Ok(report) => {

@@ -55,10 +55,15 @@ pub struct RunResult {
     /// The agent's exit code, when it ran to an end.
     pub exit_code: Option<i32>,
     pub error: Option<String>,
+    /// When the run began: for `agentgate run`, when it began finding the plugins.
     pub started_at: String,
     pub finished_at: String,
+    /// The whole run as its caller waited for it, from `startedAt` to the result:
+    /// plugin loading included.
     pub duration_ms: u64,
-    /// Milliseconds spent in each phase, in the order they ran.
+    /// Milliseconds spent in each phase: `plugins` (finding, describing and compiling
+    /// or loading from the cache the plugins the run uses, from `startedAt`),
+    /// `workspace`, `sandbox`, `agent`, `cleanup`.
     pub phases: BTreeMap<String, u64>,
     pub plugins: BTreeMap<String, PluginRecord>,
     pub workspace: Option<WorkspaceRecord>,

@@ -50,6 +50,9 @@ pub struct RunRequest {
     pub observer: Option<Observer>,
     /// Resolves when the run should be cancelled.
     pub cancel: Pin<Box<dyn Future<Output = ()> + Send>>,
+    /// When the run began, for `durationMs` and the `plugins` phase: the CLI sets it
+    /// before it finds the plugins, so finding and describing them is counted too.
+    pub started: Instant,
 }
 
 impl RunRequest {
@@ -62,6 +65,7 @@ impl RunRequest {
             redact: Vec::new(),
             observer: None,
             cancel: Box::pin(std::future::pending()),
+            started: Instant::now(),
         }
     }
 }
@@ -178,8 +182,8 @@ async fn start(
         events,
         redactor,
         folder,
-        started: SystemTime::now(),
-        clock: Instant::now(),
+        started: SystemTime::now() - request.started.elapsed(),
+        clock: request.started,
         phases: BTreeMap::new(),
         source: None,
         workspace: None,
@@ -253,14 +257,23 @@ impl Run<'_> {
         self.events.phase(phase, status, message);
     }
 
-    /// Workspace, sandbox, agent. Dropped at the deadline or on cancel; whatever it
-    /// set up is recorded on `self` for `finish` to tear down.
+    /// Plugins, workspace, sandbox, agent. Dropped at the deadline or on cancel;
+    /// whatever it set up is recorded on `self` for `finish` to tear down.
     async fn phases(
         &mut self,
         prompt: &str,
         secrets: &[(String, String)],
         deadline: Instant,
     ) -> Outcome {
+        // The `plugins` phase counts from the run's start: finding the plugins and
+        // resolving the TaskSpec came before the events could be recorded.
+        self.begin("plugins");
+        let result = self.load_plugins().await;
+        self.end("plugins", self.clock, result.as_ref().err());
+        if let Err(failure) = result {
+            return failure;
+        }
+
         let since = self.begin("workspace");
         let result = self.prepare_workspace(deadline).await;
         self.end("workspace", since, result.as_ref().err());
@@ -280,6 +293,19 @@ impl Run<'_> {
         let failure = matches!(outcome, Outcome::Failed { .. }).then_some(&outcome);
         self.end("agent", since, failure);
         outcome
+    }
+
+    /// Compiles the run's three plugins, or reads them from the compile cache.
+    async fn load_plugins(&mut self) -> Result<(), Outcome> {
+        let plugins = [
+            self.plugins.source,
+            self.plugins.provider,
+            self.plugins.driver,
+        ];
+        for plugin in plugins {
+            self.runtime.load(plugin).await.map_err(Outcome::plugin)?;
+        }
+        Ok(())
     }
 
     async fn prepare_workspace(&mut self, deadline: Instant) -> Result<(), Outcome> {

@@ -1,23 +1,29 @@
-//! Finding, loading and resolving plugins.
+//! Finding, describing and resolving plugins.
 //!
-//! Built-ins load first, then each plugin directory in order; a directory plugin with
-//! a built-in's name replaces it (and does not inherit its grant). Each plugin is
-//! compiled (through the cache), its imports are read, and it is asked to
-//! `describe()` itself in a store where host interfaces trap. A plugin whose imports
-//! exceed its grant stays in the catalog as refused, so `plugins list` can say why and
-//! a run that needs it fails with the reason.
+//! Built-ins come first, then each plugin directory in order; a directory plugin with
+//! a built-in's name replaces it (and does not inherit its grant). Each component is
+//! known by its sha256. What it is (its `describe()` answer and its imports) is read
+//! from the description cache, so finding plugins compiles nothing already seen; an
+//! unseen component is compiled (through the compile cache) and asked to `describe()`
+//! itself once, in a store where host interfaces trap. A plugin is compiled for use
+//! only when a run needs it (see `Runtime::load`).
+//!
+//! A plugin whose imports exceed its grant stays in the catalog as refused, and a file
+//! that could not be described is kept as broken, so `plugins list` can say why and a
+//! run that needs it fails with the reason.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, Linker};
-use wasmtime::Engine;
+use wasmtime::component::Component;
 
 use super::bindings::types::{PluginInfo, PluginKind};
-use super::cache::ComponentCache;
-use super::grants::{self, Capability, Grants, Refusal};
-use super::{PluginLimits, PluginState, Runtime};
+use super::grants::{self, Capability, Grants, Imports, Refusal};
+use super::loader::Loader;
+use super::PluginError;
 
 /// Where a plugin came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,14 +41,23 @@ impl std::fmt::Display for PluginOrigin {
     }
 }
 
+/// Where a plugin's bytes are read from when it is compiled for use.
+#[derive(Debug, Clone)]
+pub(crate) enum Wasm {
+    Builtin(&'static [u8]),
+    File(PathBuf),
+}
+
 pub struct LoadedPlugin {
     info: PluginInfo,
     origin: PluginOrigin,
     digest: String,
-    imports: BTreeSet<Capability>,
+    imports: Imports,
     granted: BTreeSet<Capability>,
     refusal: Option<Refusal>,
-    component: Component,
+    pub(crate) wasm: Wasm,
+    /// Compiled (or read from the compile cache) on first use.
+    pub(crate) component: tokio::sync::OnceCell<Component>,
 }
 
 impl std::fmt::Debug for LoadedPlugin {
@@ -71,7 +86,11 @@ impl LoadedPlugin {
         &self.digest
     }
     /// The capabilities the component imports.
-    pub fn imports(&self) -> &BTreeSet<Capability> {
+    pub fn capabilities(&self) -> BTreeSet<Capability> {
+        self.imports.capabilities()
+    }
+    /// Every import of the component, WASI included, with what it grants.
+    pub fn imports(&self) -> &Imports {
         &self.imports
     }
     pub fn granted(&self) -> &BTreeSet<Capability> {
@@ -80,9 +99,6 @@ impl LoadedPlugin {
     /// Why the plugin may not run, if it may not.
     pub fn refusal(&self) -> Option<&Refusal> {
         self.refusal.as_ref()
-    }
-    pub(crate) fn component(&self) -> &Component {
-        &self.component
     }
 }
 
@@ -95,11 +111,13 @@ pub struct BrokenPlugin {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
-    #[error("{field}: no plugin serves {value:?}; available: {}", available.join(", "))]
+    #[error("{field}: no plugin serves {value:?}; available: {}{}", available.join(", "), broken_text(.broken))]
     Unknown {
         field: &'static str,
         value: String,
         available: Vec<String>,
+        /// Plugin files that could not be loaded: one of them may be the one meant.
+        broken: Vec<BrokenPlugin>,
     },
     #[error("{field}: plugin {plugin} ({origin}) serves {value:?} but was refused: {refusal}")]
     Refused {
@@ -109,6 +127,20 @@ pub enum ResolveError {
         origin: String,
         refusal: Box<Refusal>,
     },
+}
+
+fn broken_text(broken: &[BrokenPlugin]) -> String {
+    if broken.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = broken
+        .iter()
+        .map(|b| format!("\n  {}: {}", b.origin, b.reason))
+        .collect();
+    format!(
+        "\nthese plugin files could not be loaded, so what they serve is unknown (one may be the plugin meant):{}",
+        list.concat()
+    )
 }
 
 pub struct Catalog {
@@ -127,41 +159,54 @@ pub fn selector_field(kind: PluginKind) -> &'static str {
 }
 
 impl Catalog {
+    /// Finds every plugin: built-ins, then the plugin directories in order.
     pub(crate) async fn load(
-        engine: &Engine,
-        linker: &Linker<PluginState>,
-        cache: Option<&ComponentCache>,
+        loader: &Loader,
         plugin_dirs: &[PathBuf],
         grants: &Grants,
-        limits: &PluginLimits,
     ) -> anyhow::Result<Catalog> {
-        let loader = Loader {
-            engine,
-            linker,
-            cache,
-            grants,
-            limits,
-        };
         let mut catalog = Catalog {
             plugins: Vec::new(),
             broken: Vec::new(),
         };
-        for (name, bytes) in super::builtin::BUILTIN_PLUGINS {
+        for &(name, bytes) in super::builtin::BUILTIN_PLUGINS {
             // A built-in that fails to load is a bug in this build, not user input.
-            let plugin = loader
-                .load(bytes, PluginOrigin::Builtin)
-                .await
-                .map_err(|reason| {
-                    anyhow::anyhow!("built-in plugin {name} does not load: {reason}")
-                })?;
+            let digest = digest_of(bytes);
+            let wasm = Wasm::Builtin(bytes);
+            let plugin = discover(
+                loader,
+                grants,
+                wasm,
+                digest,
+                Some(Cow::Borrowed(bytes)),
+                name,
+            )
+            .await
+            .map_err(|reason| anyhow::anyhow!("built-in plugin {name} does not load: {reason}"))?;
             catalog.insert(plugin);
         }
         for dir in plugin_dirs {
             for path in wasm_files(dir)? {
                 let origin = PluginOrigin::File(path.clone());
-                let loaded = match std::fs::read(&path) {
-                    Ok(bytes) => loader.load(&bytes, origin.clone()).await,
-                    Err(e) => Err(format!("cannot read it: {e}")),
+                let label = path.file_name().map_or_else(
+                    || path.display().to_string(),
+                    |n| n.to_string_lossy().into_owned(),
+                );
+                // An unchanged file already described is neither read nor hashed.
+                let remembered = loader
+                    .file_digest(&path)
+                    .filter(|digest| loader.cached_description(digest).is_some());
+                let loaded = match remembered {
+                    Some(digest) => {
+                        discover(loader, grants, Wasm::File(path), digest, None, &label).await
+                    }
+                    None => match read_and_remember(loader, &path) {
+                        Ok((digest, bytes)) => {
+                            let bytes = Some(Cow::Owned(bytes));
+                            discover(loader, grants, Wasm::File(path), digest, bytes, &label).await
+                        }
+                        Err(e) => Err(format!("cannot read it: {e}")),
+                    },
                 };
                 match loaded {
                     Ok(plugin) => catalog.insert(plugin),
@@ -201,6 +246,7 @@ impl Catalog {
                 field,
                 value: value.to_string(),
                 available: self.served(kind),
+                broken: self.broken.clone(),
             })?;
         match &plugin.refusal {
             None => Ok(plugin),
@@ -237,67 +283,180 @@ fn wasm_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-struct Loader<'a> {
-    engine: &'a Engine,
-    linker: &'a Linker<PluginState>,
-    cache: Option<&'a ComponentCache>,
-    grants: &'a Grants,
-    limits: &'a PluginLimits,
+/// What `describe()` said about a component, and what it imports: everything finding
+/// plugins needs, cached by the component's digest.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Description {
+    kind: String,
+    name: String,
+    version: String,
+    serves: Vec<String>,
+    summary: String,
+    options_schema: Option<String>,
+    imports: Vec<String>,
 }
 
-impl Loader<'_> {
-    async fn load(&self, bytes: &[u8], origin: PluginOrigin) -> Result<LoadedPlugin, String> {
-        let digest = format!("sha256:{}", hex::encode(Sha256::digest(bytes)));
-        let component = match self.cache {
-            Some(cache) => cache.load(self.engine, &digest[7..], bytes),
-            None => Component::from_binary(self.engine, bytes).map_err(anyhow::Error::from),
-        }
-        .map_err(|e| format!("not a valid component: {e}"))?;
+/// A description, or why the component cannot be described: both are cached, so a
+/// broken component costs one compile per digest, not one per command.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum Described {
+    Plugin(Description),
+    Broken(String),
+}
 
-        let ty = component.component_type();
-        let imports = grants::classify_imports(ty.imports(self.engine).map(|(name, _)| name));
-        let kind = world_of(ty.exports(self.engine).map(|(name, _)| name))?;
-        // Checked before instantiating: an import nothing provides cannot link.
-        if !imports.unknown.is_empty() {
-            return Err(Refusal::UnknownImports(imports.unknown.clone()).to_string());
+impl Description {
+    pub(crate) fn new(info: &PluginInfo, imports: Vec<String>) -> Description {
+        Description {
+            kind: kind_name(info.kind).to_string(),
+            name: info.name.clone(),
+            version: info.version.clone(),
+            serves: info.serves.clone(),
+            summary: info.summary.clone(),
+            options_schema: info.options_schema.clone(),
+            imports,
         }
-        if imports.capabilities.contains(&Capability::Http) {
-            return Err(format!(
-                "it imports {} (capability http), which this build of agentgate does not provide yet",
-                Capability::Http.interface()
-            ));
-        }
-        let label = match &origin {
-            PluginOrigin::Builtin => "built-in plugin".to_string(),
-            PluginOrigin::File(path) => path.display().to_string(),
-        };
-        let info = Runtime::describe(
-            self.engine,
-            self.linker,
-            self.limits,
-            &component,
+    }
+
+    fn info(&self) -> Result<PluginInfo, String> {
+        let kind = [
+            PluginKind::WorkspaceSource,
+            PluginKind::SandboxProvider,
+            PluginKind::AgentDriver,
+        ]
+        .into_iter()
+        .find(|k| kind_name(*k) == self.kind)
+        .ok_or_else(|| {
+            format!(
+                "unknown plugin kind {:?} in the description cache",
+                self.kind
+            )
+        })?;
+        Ok(PluginInfo {
+            name: self.name.clone(),
+            version: self.version.clone(),
             kind,
-            &label,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        check_info(&info, kind)?;
-
-        let granted = match origin {
-            PluginOrigin::Builtin => grants::builtin_grant(kind),
-            PluginOrigin::File(_) => self.grants.granted(&info.name, &info.version, &digest),
-        };
-        let refusal = grants::check(&info.name, &imports, &granted).err();
-        Ok(LoadedPlugin {
-            info,
-            origin,
-            digest,
-            imports: imports.capabilities,
-            granted,
-            refusal,
-            component,
+            serves: self.serves.clone(),
+            summary: self.summary.clone(),
+            options_schema: self.options_schema.clone(),
         })
     }
+}
+
+fn kind_name(kind: PluginKind) -> &'static str {
+    match kind {
+        PluginKind::WorkspaceSource => "source",
+        PluginKind::SandboxProvider => "provider",
+        PluginKind::AgentDriver => "driver",
+    }
+}
+
+/// Reads a plugin file and records its digest for the next command.
+fn read_and_remember(loader: &Loader, path: &Path) -> std::io::Result<(String, Vec<u8>)> {
+    let identity = super::cache::FileIdentity::of(path);
+    let bytes = std::fs::read(path)?;
+    let digest = digest_of(&bytes);
+    if let Some(identity) = identity {
+        loader.remember_file_digest(path, identity, &digest);
+    }
+    Ok((digest, bytes))
+}
+
+/// `sha256:<hex>` of a component's bytes.
+pub(crate) fn digest_of(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// Makes the catalog entry for one component: described from the cache, or described
+/// now (compiling it) and cached; then its imports are checked against its grant.
+async fn discover(
+    loader: &Loader,
+    grants: &Grants,
+    wasm: Wasm,
+    digest: String,
+    bytes: Option<Cow<'static, [u8]>>,
+    label: &str,
+) -> Result<LoadedPlugin, String> {
+    let (described, component) = match (loader.cached_description(&digest), bytes) {
+        (Some(described), _) => (described, None),
+        (None, Some(bytes)) => loader.describe_now(&digest, bytes, label).await,
+        (None, None) => {
+            return Err("its description vanished from the cache; run the command again".into())
+        }
+    };
+    let description = match described {
+        Described::Plugin(description) => description,
+        Described::Broken(reason) => return Err(reason),
+    };
+    let info = description.info()?;
+    let origin = match &wasm {
+        Wasm::Builtin(_) => PluginOrigin::Builtin,
+        Wasm::File(path) => PluginOrigin::File(path.clone()),
+    };
+    let imports = grants::classify_imports(description.imports.iter().map(String::as_str));
+    let granted = match origin {
+        PluginOrigin::Builtin => grants::Granted {
+            capabilities: grants::builtin_grant(info.kind),
+            mismatch: None,
+        },
+        PluginOrigin::File(_) => grants.granted(&info.name, &info.version, &digest),
+    };
+    let refusal = grants::check(&info.name, &imports, &granted).err();
+    Ok(LoadedPlugin {
+        info,
+        origin,
+        digest,
+        imports,
+        granted: granted.capabilities,
+        refusal,
+        wasm,
+        component: tokio::sync::OnceCell::new_with(component),
+    })
+}
+
+/// Describes a compiled component: reads its world and imports, and calls
+/// `describe()`. Imports this host does not provide are linked as traps for the call,
+/// so the plugin can still say what it serves (and be refused by name).
+pub(crate) async fn describe_component(
+    loader: &Loader,
+    component: &Component,
+    label: &str,
+) -> Result<Description, DescribeFailure> {
+    let engine = loader.engine();
+    let ty = component.component_type();
+    let imports: Vec<String> = ty
+        .imports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let kind =
+        world_of(ty.exports(engine).map(|(name, _)| name)).map_err(DescribeFailure::Lasting)?;
+    let classified = grants::classify_imports(imports.iter().map(String::as_str));
+    let info = if classified.unknown().is_empty() {
+        loader
+            .describe(loader.linker(), component, kind, label)
+            .await
+    } else {
+        let mut linker = loader.linker().clone();
+        linker
+            .define_unknown_imports_as_traps(component)
+            .map_err(|e| DescribeFailure::Lasting(format!("cannot link it: {e:#}")))?;
+        loader.describe(&linker, component, kind, label).await
+    }
+    .map_err(|e| match e {
+        PluginError::Deadline { .. } => DescribeFailure::Passing(e.to_string()),
+        e => DescribeFailure::Lasting(e.to_string()),
+    })?;
+    check_info(&info, kind).map_err(DescribeFailure::Lasting)?;
+    Ok(Description::new(&info, imports))
+}
+
+/// Why a component could not be described.
+pub(crate) enum DescribeFailure {
+    /// The same bytes will fail the same way: cached.
+    Lasting(String),
+    /// It may work next time (a deadline on a busy machine): not cached.
+    Passing(String),
 }
 
 /// Which plugin world a component implements, from its exports.

@@ -52,7 +52,20 @@ impl Capability {
         }
     }
 
-    /// The WIT interface behind the capability, for messages.
+    /// What the capability lets a plugin do.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Capability::Events => "progress, logs and agent events of the run",
+            Capability::Process => "start confined processes on the host",
+            Capability::Docker => "the local Docker engine",
+            Capability::Git => "clone and change repositories on the host",
+            Capability::Github => "the GitHub REST API with the host's token",
+            Capability::Sandbox => "exec and file access in the run's sandbox",
+            Capability::Http => "outbound HTTP(S) requests to any host",
+        }
+    }
+
+    /// The WIT interface behind the capability (without version).
     pub fn interface(self) -> &'static str {
         match self {
             Capability::Http => "wasi:http/outgoing-handler",
@@ -88,33 +101,171 @@ impl std::str::FromStr for Capability {
     }
 }
 
-/// What a component's imports say about it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ImportedCapabilities {
-    pub capabilities: BTreeSet<Capability>,
-    /// Imports the host does not provide at all.
-    pub unknown: Vec<String>,
+/// What linking one import gives a plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportKind {
+    /// A capability: the plugin must be granted it.
+    Capability(Capability),
+    /// Linked for every plugin; what it gives (often nothing) is the text.
+    Free(&'static str),
+    /// Nothing in this host provides it.
+    Unknown,
 }
 
-/// Classifies a component's import names (e.g. `agentgate:plugin/process@0.1.0`).
-pub fn classify_imports<'a>(names: impl IntoIterator<Item = &'a str>) -> ImportedCapabilities {
-    let mut out = ImportedCapabilities::default();
-    for name in names {
-        let unversioned = name.split('@').next().unwrap_or(name);
-        match unversioned {
-            "agentgate:plugin/types" | "agentgate:plugin/execution" => {}
-            "agentgate:plugin/events" => _ = out.capabilities.insert(Capability::Events),
-            "agentgate:plugin/process" => _ = out.capabilities.insert(Capability::Process),
-            "agentgate:plugin/docker" => _ = out.capabilities.insert(Capability::Docker),
-            "agentgate:plugin/git" => _ = out.capabilities.insert(Capability::Git),
-            "agentgate:plugin/github" => _ = out.capabilities.insert(Capability::Github),
-            "agentgate:plugin/sandbox" => _ = out.capabilities.insert(Capability::Sandbox),
-            n if n.starts_with("wasi:http/") => _ = out.capabilities.insert(Capability::Http),
-            n if n.starts_with("wasi:") => {}
-            _ => out.unknown.push(name.to_string()),
+/// One import of a component, by its full name (`wasi:http/types@0.2.3`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Import {
+    pub name: String,
+    pub kind: ImportKind,
+}
+
+impl Import {
+    /// What the import grants the plugin, in words.
+    pub fn grants(&self) -> String {
+        match self.kind {
+            ImportKind::Capability(c) => format!("capability {c}: {}", c.summary()),
+            ImportKind::Free(what) => what.to_string(),
+            ImportKind::Unknown => "not provided by this host: the plugin is refused".into(),
         }
     }
-    out
+}
+
+/// Every import of a component, classified.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Imports {
+    pub interfaces: Vec<Import>,
+}
+
+impl Imports {
+    /// The capabilities the component imports.
+    pub fn capabilities(&self) -> BTreeSet<Capability> {
+        self.interfaces
+            .iter()
+            .filter_map(|i| match i.kind {
+                ImportKind::Capability(c) => Some(c),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Imports the host does not provide at all.
+    pub fn unknown(&self) -> Vec<String> {
+        self.of_kind(ImportKind::Unknown)
+    }
+
+    /// The imported interfaces behind `capability`, by full name.
+    pub fn of_capability(&self, capability: Capability) -> Vec<String> {
+        self.of_kind(ImportKind::Capability(capability))
+    }
+
+    fn of_kind(&self, kind: ImportKind) -> Vec<String> {
+        self.interfaces
+            .iter()
+            .filter(|i| i.kind == kind)
+            .map(|i| i.name.clone())
+            .collect()
+    }
+}
+
+/// The WASI interfaces this host links for every plugin, and what each gives. What a
+/// plugin can do through them is set by its store's WASI context, which grants
+/// nothing (see `runtime::state`).
+const FREE_WASI: &[(&str, &str)] = &[
+    ("wasi:io/error", "nothing by itself: errors of streams"),
+    (
+        "wasi:io/poll",
+        "nothing by itself: waiting on other interfaces",
+    ),
+    (
+        "wasi:io/streams",
+        "nothing by itself: streams of other interfaces",
+    ),
+    ("wasi:clocks/wall-clock", "reading the time of day"),
+    (
+        "wasi:clocks/monotonic-clock",
+        "reading a monotonic clock and waiting",
+    ),
+    ("wasi:random/random", "random bytes"),
+    ("wasi:random/insecure", "random bytes"),
+    ("wasi:random/insecure-seed", "a random seed"),
+    (
+        "wasi:cli/environment",
+        "nothing: no environment variables, no arguments",
+    ),
+    ("wasi:cli/exit", "ending the call (reported as a trap)"),
+    ("wasi:cli/stdin", "nothing: stdin is empty"),
+    ("wasi:cli/stdout", "printing to the run's plugins.log"),
+    ("wasi:cli/stderr", "printing to the run's plugins.log"),
+    ("wasi:cli/terminal-input", "nothing: there is no terminal"),
+    ("wasi:cli/terminal-output", "nothing: there is no terminal"),
+    ("wasi:cli/terminal-stdin", "nothing: there is no terminal"),
+    ("wasi:cli/terminal-stdout", "nothing: there is no terminal"),
+    ("wasi:cli/terminal-stderr", "nothing: there is no terminal"),
+    (
+        "wasi:filesystem/types",
+        "nothing: no directory is preopened",
+    ),
+    (
+        "wasi:filesystem/preopens",
+        "nothing: no directory is preopened",
+    ),
+    ("wasi:sockets/network", "nothing: sockets are denied"),
+    (
+        "wasi:sockets/instance-network",
+        "nothing: sockets are denied",
+    ),
+    ("wasi:sockets/tcp", "nothing: sockets are denied"),
+    (
+        "wasi:sockets/tcp-create-socket",
+        "nothing: sockets are denied",
+    ),
+    ("wasi:sockets/udp", "nothing: sockets are denied"),
+    (
+        "wasi:sockets/udp-create-socket",
+        "nothing: sockets are denied",
+    ),
+    (
+        "wasi:sockets/ip-name-lookup",
+        "nothing: name lookups are denied",
+    ),
+    (
+        "wasi:http/types",
+        "nothing by itself: HTTP request and response types (sending needs capability http)",
+    ),
+];
+
+/// Classifies one import name (e.g. `agentgate:plugin/process@0.1.0`).
+pub fn classify_import(name: &str) -> ImportKind {
+    let unversioned = name.split('@').next().unwrap_or(name);
+    let capability = Capability::ALL
+        .into_iter()
+        .find(|c| c.interface() == unversioned);
+    if let Some(capability) = capability {
+        return ImportKind::Capability(capability);
+    }
+    match unversioned {
+        "agentgate:plugin/types" => ImportKind::Free("nothing: shared types"),
+        "agentgate:plugin/execution" => {
+            ImportKind::Free("nothing by itself: handles of commands started through a capability")
+        }
+        n => FREE_WASI
+            .iter()
+            .find(|(interface, _)| *interface == n)
+            .map_or(ImportKind::Unknown, |(_, what)| ImportKind::Free(what)),
+    }
+}
+
+/// Classifies a component's import names.
+pub fn classify_imports<'a>(names: impl IntoIterator<Item = &'a str>) -> Imports {
+    Imports {
+        interfaces: names
+            .into_iter()
+            .map(|name| Import {
+                name: name.to_string(),
+                kind: classify_import(name),
+            })
+            .collect(),
+    }
 }
 
 /// One plugin's grant.
@@ -207,18 +358,51 @@ impl Grants {
     }
 
     /// The capabilities granted to plugin `name` at `version` with component digest
-    /// `digest`. A grant pinned to another version or digest grants nothing.
-    pub fn granted(&self, name: &str, version: &str, digest: &str) -> BTreeSet<Capability> {
-        match self.plugins.get(name) {
-            Some(grant)
-                if grant.version.as_deref().is_none_or(|v| v == version)
-                    && grant.digest.as_deref().is_none_or(|d| d == digest) =>
-            {
-                grant.capabilities.clone()
-            }
-            _ => BTreeSet::new(),
+    /// `digest`. A grant pinned to another version or digest grants nothing, and says
+    /// which pin differs.
+    pub fn granted(&self, name: &str, version: &str, digest: &str) -> Granted {
+        let Some(grant) = self.plugins.get(name) else {
+            return Granted::default();
+        };
+        let pin = match (&grant.version, &grant.digest) {
+            (Some(pinned), _) if pinned != version => Some(PinMismatch::Version {
+                pinned: pinned.clone(),
+                actual: version.to_string(),
+            }),
+            (_, Some(pinned)) if pinned != digest => Some(PinMismatch::Digest {
+                pinned: pinned.clone(),
+                actual: digest.to_string(),
+            }),
+            _ => None,
+        };
+        match pin {
+            None => Granted {
+                capabilities: grant.capabilities.clone(),
+                mismatch: None,
+            },
+            Some(pin) => Granted {
+                capabilities: BTreeSet::new(),
+                mismatch: Some(pin),
+            },
         }
     }
+}
+
+/// What a grant gives one component.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Granted {
+    pub capabilities: BTreeSet<Capability>,
+    /// Set when a grant for the plugin's name exists but is pinned to another build.
+    pub mismatch: Option<PinMismatch>,
+}
+
+/// A grant pinned to a version or digest other than the component's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PinMismatch {
+    #[error("the grant for it is pinned to version {pinned:?} but the plugin reports version {actual:?}; change the pin to {actual:?} or remove it")]
+    Version { pinned: String, actual: String },
+    #[error("the grant for it is pinned to digest {pinned} but this component's digest is {actual}; change the pin to {actual} or remove it")]
+    Digest { pinned: String, actual: String },
 }
 
 /// The fixed grant of a built-in plugin, by its kind.
@@ -238,42 +422,56 @@ pub fn builtin_grant(kind: crate::runtime::bindings::types::PluginKind) -> BTree
 /// Why a plugin was refused at load.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
-    #[error("it imports {} which {} not granted; grant with --grant {plugin}={} or in grants.yaml", list(.missing), if .missing.len() == 1 { "was" } else { "were" }, names(.missing))]
+    #[error("it imports {} which {} not granted; grant with --grant {plugin}={} or in grants.yaml{}", list(.missing), if .missing.len() == 1 { "was" } else { "were" }, names(.missing), pin_text(.pin))]
     NotGranted {
         plugin: String,
-        missing: Vec<Capability>,
+        /// Each capability missing, with the interfaces the component imports for it.
+        missing: Vec<(Capability, Vec<String>)>,
+        /// A grant that exists but is pinned to another build.
+        pin: Option<PinMismatch>,
     },
     #[error("it imports {} which this host does not provide", .0.join(", "))]
     UnknownImports(Vec<String>),
 }
 
-fn list(caps: &[Capability]) -> String {
-    caps.iter()
-        .map(|c| format!("{} ({})", c.interface(), c.name()))
+fn list(missing: &[(Capability, Vec<String>)]) -> String {
+    missing
+        .iter()
+        .map(|(c, interfaces)| format!("{} ({})", interfaces.join(", "), c.name()))
         .collect::<Vec<_>>()
         .join(", ")
 }
 
-fn names(caps: &[Capability]) -> String {
-    caps.iter().map(|c| c.name()).collect::<Vec<_>>().join(",")
+fn names(missing: &[(Capability, Vec<String>)]) -> String {
+    missing
+        .iter()
+        .map(|(c, _)| c.name())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn pin_text(pin: &Option<PinMismatch>) -> String {
+    pin.as_ref().map(|p| format!("; {p}")).unwrap_or_default()
 }
 
 /// Checks imports against a grant.
-pub fn check(
-    plugin: &str,
-    imports: &ImportedCapabilities,
-    granted: &BTreeSet<Capability>,
-) -> Result<(), Refusal> {
-    if !imports.unknown.is_empty() {
-        return Err(Refusal::UnknownImports(imports.unknown.clone()));
+pub fn check(plugin: &str, imports: &Imports, granted: &Granted) -> Result<(), Refusal> {
+    let unknown = imports.unknown();
+    if !unknown.is_empty() {
+        return Err(Refusal::UnknownImports(unknown));
     }
-    let missing: Vec<_> = imports.capabilities.difference(granted).copied().collect();
+    let missing: Vec<_> = imports
+        .capabilities()
+        .difference(&granted.capabilities)
+        .map(|c| (*c, imports.of_capability(*c)))
+        .collect();
     if missing.is_empty() {
         Ok(())
     } else {
         Err(Refusal::NotGranted {
             plugin: plugin.to_string(),
             missing,
+            pin: granted.mismatch.clone(),
         })
     }
 }
@@ -284,19 +482,34 @@ mod tests {
 
     #[test]
     fn classifies_imports() {
-        let caps = classify_imports([
+        let imports = classify_imports([
             "agentgate:plugin/types@0.1.0",
             "agentgate:plugin/execution@0.1.0",
             "agentgate:plugin/process@0.1.0",
             "wasi:cli/environment@0.2.6",
+            "wasi:http/types@0.2.0",
             "wasi:http/outgoing-handler@0.2.0",
+            "wasi:keyvalue/store@0.2.0",
             "evil:x/y",
         ]);
         assert_eq!(
-            caps.capabilities,
+            imports.capabilities(),
             [Capability::Process, Capability::Http].into()
         );
-        assert_eq!(caps.unknown, ["evil:x/y"]);
+        assert_eq!(imports.unknown(), ["wasi:keyvalue/store@0.2.0", "evil:x/y"]);
+        // Every import is listed with what it grants, WASI included.
+        assert_eq!(imports.interfaces.len(), 8);
+        let environment = &imports.interfaces[3];
+        assert!(
+            environment.grants().contains("no environment"),
+            "{environment:?}"
+        );
+        assert!(imports.interfaces[4]
+            .grants()
+            .starts_with("nothing by itself"));
+        assert!(imports.interfaces[5]
+            .grants()
+            .starts_with("capability http"));
     }
 
     #[test]
@@ -305,10 +518,35 @@ mod tests {
             "agentgate:plugin/docker@0.1.0",
             "agentgate:plugin/events@0.1.0",
         ]);
-        let err = check("p", &imports, &[Capability::Events].into()).unwrap_err();
+        let granted = Granted {
+            capabilities: [Capability::Events].into(),
+            mismatch: None,
+        };
+        let err = check("p", &imports, &granted).unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("agentgate:plugin/docker"), "{text}");
+        assert!(
+            text.contains("agentgate:plugin/docker@0.1.0 (docker)"),
+            "{text}"
+        );
         assert!(text.contains("--grant p=docker"), "{text}");
+    }
+
+    #[test]
+    fn an_http_refusal_names_exactly_the_interface_imported() {
+        // `types` alone needs no grant; `outgoing-handler` needs `http`.
+        let types_only = classify_imports(["wasi:http/types@0.2.3"]);
+        assert!(check("js", &types_only, &Granted::default()).is_ok());
+        let both = classify_imports(["wasi:http/types@0.2.3", "wasi:http/outgoing-handler@0.2.3"]);
+        let text = check("js", &both, &Granted::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains(
+                "it imports wasi:http/outgoing-handler@0.2.3 (http) which was not granted"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("wasi:http/types"), "{text}");
     }
 
     #[test]
@@ -345,13 +583,42 @@ mod tests {
     fn version_and_digest_pin_a_grant() {
         let mut grants = Grants::default();
         grants.add_flag("p=events,sandbox").unwrap();
-        assert_eq!(grants.granted("p", "1.0.0", "sha256:aa").len(), 2);
+        let caps = |g: &Grants, v: &str, d: &str| g.granted("p", v, d).capabilities.len();
+        assert_eq!(caps(&grants, "1.0.0", "sha256:aa"), 2);
         grants.plugins.get_mut("p").unwrap().version = Some("1.0.0".into());
-        assert_eq!(grants.granted("p", "1.0.0", "sha256:aa").len(), 2);
-        assert!(grants.granted("p", "1.1.0", "sha256:aa").is_empty());
+        assert_eq!(caps(&grants, "1.0.0", "sha256:aa"), 2);
+        assert_eq!(caps(&grants, "1.1.0", "sha256:aa"), 0);
         grants.plugins.get_mut("p").unwrap().digest = Some("sha256:bb".into());
-        assert!(grants.granted("p", "1.0.0", "sha256:aa").is_empty());
+        assert_eq!(caps(&grants, "1.0.0", "sha256:aa"), 0);
         assert!(grants.add_flag("p=root").is_err());
         assert!(grants.add_flag("=events").is_err());
+    }
+
+    #[test]
+    fn a_pin_to_another_build_says_which_pin_differs_and_shows_both() {
+        let mut grants = Grants::default();
+        grants.add_flag("p=events").unwrap();
+        let imports = classify_imports(["agentgate:plugin/events@0.1.0"]);
+        let grant = grants.plugins.get_mut("p").unwrap();
+        grant.digest = Some("sha256:bb".into());
+        let text = check("p", &imports, &grants.granted("p", "1.0.0", "sha256:aa"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("pinned to digest sha256:bb but this component's digest is sha256:aa"),
+            "{text}"
+        );
+
+        grants.plugins.get_mut("p").unwrap().version = Some("2.0.0".into());
+        let text = check("p", &imports, &grants.granted("p", "1.0.0", "sha256:aa"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("pinned to version \"2.0.0\" but the plugin reports version \"1.0.0\""),
+            "{text}"
+        );
+        // A plugin that needs nothing is not refused because of a stale pin.
+        let nothing = classify_imports(["agentgate:plugin/types@0.1.0"]);
+        assert!(check("p", &nothing, &grants.granted("p", "1.0.0", "sha256:aa")).is_ok());
     }
 }

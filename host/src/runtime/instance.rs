@@ -24,7 +24,7 @@ use super::bindings::workspace_source::exports::agentgate::plugin::source::{
     PreparedWorkspace, WorkspaceRequest,
 };
 use super::bindings::workspace_source::WorkspaceSource;
-use super::{LoadedPlugin, PluginState, Runtime};
+use super::{Capability, LoadedPlugin, PluginState, Runtime};
 use crate::capabilities::execution::Execution;
 use crate::capabilities::RunContext;
 
@@ -43,6 +43,8 @@ pub enum PluginError {
         call: &'static str,
         trap: String,
     },
+    #[error("plugin {plugin} could not be loaded: {reason}")]
+    NotLoaded { plugin: String, reason: String },
     #[error("plugin {plugin} did not finish {call} within {}; everything it started was killed", humantime::format_duration(Duration::from_millis(.limit.as_millis() as u64)))]
     Deadline {
         plugin: String,
@@ -133,7 +135,8 @@ fn reported<T>(
 
 impl Runtime {
     fn new_store(&self, plugin: &LoadedPlugin, run: Arc<RunContext>) -> Store<PluginState> {
-        let state = PluginState::new(plugin.name().into(), run, &self.limits);
+        let http = plugin.refusal().is_none() && plugin.granted().contains(&Capability::Http);
+        let state = PluginState::new(plugin.name().into(), run, &self.limits, http);
         let mut store = Store::new(self.engine(), state);
         self.limits.apply(&mut store);
         store
@@ -154,7 +157,7 @@ impl Runtime {
         label: &str,
     ) -> Result<PluginInfo, PluginError> {
         use super::bindings::types::PluginKind;
-        let state = PluginState::new(label.into(), RunContext::describe_only(), limits);
+        let state = PluginState::new(label.into(), RunContext::describe_only(), limits, false);
         let mut store = Store::new(engine, state);
         limits.apply(&mut store);
         let deadline = Instant::now() + limits.short_call;
@@ -211,9 +214,10 @@ macro_rules! instance {
                 plugin: &LoadedPlugin,
                 run: Arc<RunContext>,
             ) -> Result<$name, PluginError> {
+                let component = self.loader().component(plugin).await?;
                 let mut store = self.new_store(plugin, run);
                 let instantiate =
-                    <$bindings>::instantiate_async(&mut store, plugin.component(), self.linker());
+                    <$bindings>::instantiate_async(&mut store, component, self.linker());
                 let bindings = guard(
                     plugin.name(),
                     "instantiate",

@@ -1,5 +1,9 @@
 //! The WebAssembly side of the host: one wasmtime engine, plugin loading, the compile
-//! cache, per-store limits and capability grants.
+//! and description caches, per-store limits and capability grants.
+//!
+//! Loading is lazy: making a `Runtime` finds and describes plugins (from the
+//! description cache when seen before), and a plugin is compiled only when a run needs
+//! it ([`Runtime::load`]).
 //!
 //! A plugin runs in its own `Store` per run. Everything that can go wrong inside one (a
 //! trap, a runaway loop, memory exhaustion) poisons only that store: the call returns a
@@ -7,12 +11,14 @@
 
 pub mod bindings;
 mod builtin;
-mod cache;
+pub mod cache;
 pub mod catalog;
 pub mod grants;
 pub mod instance;
 mod limits;
+mod loader;
 mod state;
+mod wasi_http;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,56 +31,79 @@ pub use catalog::{Catalog, LoadedPlugin, PluginOrigin};
 pub use grants::{Capability, Grants};
 pub use instance::PluginError;
 pub use limits::PluginLimits;
+pub use loader::{LoadObserver, LoadStats};
 pub use state::PluginState;
 
 /// How often the epoch ticks. Guest code is interrupted (and may yield) at this rate.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Settings for the runtime, from the CLI or a test.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RuntimeConfig {
-    /// Where compiled components are cached; `None` disables the cache.
+    /// The root of the plugin caches (`components/` for compiled components,
+    /// `described/` for what each component's `describe()` said); `None` disables
+    /// both.
     pub cache_dir: Option<PathBuf>,
+    /// The bound of the compiled entries, in bytes; least recently used entries are
+    /// evicted past it.
+    pub cache_max_bytes: u64,
     /// Extra plugin directories, searched in order after the built-ins.
     pub plugin_dirs: Vec<PathBuf>,
     /// What the operator granted to non-built-in plugins.
     pub grants: Grants,
     pub limits: PluginLimits,
+    /// Sees compiles, e.g. to show progress.
+    pub observer: Option<Arc<dyn LoadObserver>>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            cache_dir: None,
+            cache_max_bytes: cache::DEFAULT_MAX_BYTES,
+            plugin_dirs: Vec::new(),
+            grants: Grants::default(),
+            limits: PluginLimits::default(),
+            observer: None,
+        }
+    }
 }
 
 /// The engine, the linker with every host interface, and the plugin catalog.
 pub struct Runtime {
-    engine: Engine,
-    linker: Linker<PluginState>,
+    loader: loader::Loader,
     pub(crate) limits: PluginLimits,
     catalog: Catalog,
     _ticker: EpochTicker,
 }
 
 impl Runtime {
-    /// Builds the engine and loads every plugin (built-ins first, then the plugin
-    /// directories, where a plugin with a built-in's name replaces it).
+    /// Builds the engine and finds every plugin (built-ins first, then the plugin
+    /// directories, where a plugin with a built-in's name replaces it). Nothing is
+    /// compiled but components never described before.
     pub async fn new(config: RuntimeConfig) -> anyhow::Result<Arc<Runtime>> {
         let engine = build_engine()?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasi_http::add_to_linker(&mut linker)?;
         bindings::add_host_interfaces(&mut linker)?;
         let ticker = EpochTicker::start(engine.clone());
-        let cache = config
-            .cache_dir
-            .map(|dir| cache::ComponentCache::new(dir, &engine));
-        let catalog = Catalog::load(
-            &engine,
-            &linker,
-            cache.as_ref(),
-            &config.plugin_dirs,
-            &config.grants,
-            &config.limits,
-        )
-        .await?;
-        Ok(Arc::new(Runtime {
+        let cache = config.cache_dir.map(|dir| {
+            cache::ComponentCache::new(
+                cache::PluginCache::new(&dir, config.cache_max_bytes),
+                &engine,
+            )
+        });
+        let loader = loader::Loader::new(
             engine,
             linker,
+            cache,
+            config.limits.clone(),
+            config.observer,
+        );
+        let catalog = Catalog::load(&loader, &config.plugin_dirs, &config.grants).await?;
+        Ok(Arc::new(Runtime {
+            loader,
             limits: config.limits,
             catalog,
             _ticker: ticker,
@@ -85,12 +114,28 @@ impl Runtime {
         &self.catalog
     }
 
+    /// Compiles `plugin` (or reads it from the compile cache) unless that was done
+    /// already. A run calls this for its three plugins before it starts, so loading
+    /// is timed as part of the run; instantiating a plugin also does it.
+    pub async fn load(&self, plugin: &LoadedPlugin) -> Result<(), PluginError> {
+        self.loader.component(plugin).await.map(|_| ())
+    }
+
+    /// What loading compiled, read from the caches and described so far.
+    pub fn load_stats(&self) -> LoadStats {
+        self.loader.stats()
+    }
+
     pub(crate) fn engine(&self) -> &Engine {
-        &self.engine
+        self.loader.engine()
     }
 
     pub(crate) fn linker(&self) -> &Linker<PluginState> {
-        &self.linker
+        self.loader.linker()
+    }
+
+    pub(crate) fn loader(&self) -> &loader::Loader {
+        &self.loader
     }
 }
 

@@ -1,5 +1,6 @@
-//! The data each plugin store carries: WASI (granting nothing), the resource table,
-//! limits, and the run the plugin is working for.
+//! The data each plugin store carries: WASI (granting nothing), `wasi:http` (sending
+//! only when granted), the resource table, limits, and the run the plugin is working
+//! for.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,6 +9,9 @@ use wasmtime::component::ResourceTable;
 use wasmtime::StoreLimits;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use super::wasi_http::HttpPolicy;
 
 use crate::capabilities::process::ProcessGroups;
 use crate::capabilities::RunContext;
@@ -17,6 +21,8 @@ const PLUGIN_STDIO_CAPACITY: usize = 1 << 20;
 
 pub struct PluginState {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    http_policy: HttpPolicy,
     pub(crate) table: ResourceTable,
     pub(crate) limits: StoreLimits,
     /// The plugin's name, for messages and events.
@@ -37,6 +43,7 @@ impl PluginState {
         plugin: Arc<str>,
         run: Arc<RunContext>,
         limits: &super::PluginLimits,
+        http_granted: bool,
     ) -> PluginState {
         let stdio = MemoryOutputPipe::new(PLUGIN_STDIO_CAPACITY);
         // No preopens, no environment, no arguments, no sockets: WASI is linked so
@@ -50,6 +57,10 @@ impl PluginState {
             .build();
         PluginState {
             wasi,
+            http: WasiHttpCtx::new(),
+            http_policy: HttpPolicy {
+                granted: http_granted,
+            },
             table: ResourceTable::new(),
             limits: limits.store_limits(),
             plugin,
@@ -73,6 +84,16 @@ impl WasiView for PluginState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for PluginState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_policy,
         }
     }
 }

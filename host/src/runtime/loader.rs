@@ -1,0 +1,256 @@
+//! Compiling components, describing them, and counting both.
+//!
+//! Everything that turns component bytes into something runnable goes through the
+//! [`Loader`]: the compile cache, the description cache, the progress shown while a
+//! large component compiles, and the counters tests and benchmarks read to see that a
+//! command compiled nothing it did not need.
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::Engine;
+
+use super::bindings::types::{PluginInfo, PluginKind};
+use super::cache::{Compiled, ComponentCache};
+use super::catalog::{self, DescribeFailure, Described, LoadedPlugin, Wasm};
+use super::{PluginError, PluginLimits, PluginState, Runtime};
+
+/// Bumped when what a description holds changes meaning.
+const DESCRIPTION_FORMAT: &str = "d1";
+
+/// Sees components being compiled, e.g. to show progress.
+pub trait LoadObserver: Send + Sync {
+    /// `label` (a file name or a built-in's name) of `bytes` bytes is being compiled:
+    /// it was not in the compile cache.
+    fn compile_started(&self, label: &str, bytes: usize);
+    /// The compile of `label` ended after `took`.
+    fn compile_finished(&self, label: &str, took: Duration);
+}
+
+/// What loading did so far in this runtime.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadStats {
+    /// Components compiled (not found in the compile cache).
+    pub compiled: usize,
+    /// Components read from the compile cache.
+    pub from_cache: usize,
+    /// Components asked to `describe()` themselves (not found in the description cache).
+    pub described: usize,
+}
+
+#[derive(Default)]
+struct Counters {
+    compiled: AtomicUsize,
+    from_cache: AtomicUsize,
+    described: AtomicUsize,
+}
+
+pub(crate) struct Loader {
+    engine: Engine,
+    linker: Linker<PluginState>,
+    cache: Option<Arc<ComponentCache>>,
+    limits: PluginLimits,
+    observer: Option<Arc<dyn LoadObserver>>,
+    counters: Counters,
+}
+
+impl Loader {
+    pub(crate) fn new(
+        engine: Engine,
+        linker: Linker<PluginState>,
+        cache: Option<ComponentCache>,
+        limits: PluginLimits,
+        observer: Option<Arc<dyn LoadObserver>>,
+    ) -> Loader {
+        Loader {
+            engine,
+            linker,
+            cache: cache.map(Arc::new),
+            limits,
+            observer,
+            counters: Counters::default(),
+        }
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub(crate) fn linker(&self) -> &Linker<PluginState> {
+        &self.linker
+    }
+
+    pub(crate) fn stats(&self) -> LoadStats {
+        LoadStats {
+            compiled: self.counters.compiled.load(Ordering::Relaxed),
+            from_cache: self.counters.from_cache.load(Ordering::Relaxed),
+            described: self.counters.described.load(Ordering::Relaxed),
+        }
+    }
+
+    fn description_key(digest: &str) -> String {
+        format!(
+            "{}-{DESCRIPTION_FORMAT}",
+            digest.trim_start_matches("sha256:")
+        )
+    }
+
+    /// The digest recorded for an unchanged plugin file, if any.
+    pub(crate) fn file_digest(&self, path: &std::path::Path) -> Option<String> {
+        self.cache.as_ref()?.plugin_cache().file_digest(path)
+    }
+
+    pub(crate) fn remember_file_digest(
+        &self,
+        path: &std::path::Path,
+        identity: super::cache::FileIdentity,
+        digest: &str,
+    ) {
+        if let Some(cache) = &self.cache {
+            cache
+                .plugin_cache()
+                .remember_file_digest(path, identity, digest);
+        }
+    }
+
+    /// The cached description of the component with `digest`, if any.
+    pub(crate) fn cached_description(&self, digest: &str) -> Option<Described> {
+        let bytes = self
+            .cache
+            .as_ref()?
+            .plugin_cache()
+            .described(&Self::description_key(digest))?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Compiles and describes a component not seen before, and caches what it said
+    /// (or why it failed, unless that may pass). Returns the compiled component too,
+    /// so a run that uses it now does not load it twice.
+    pub(crate) async fn describe_now(
+        &self,
+        digest: &str,
+        bytes: Cow<'static, [u8]>,
+        label: &str,
+    ) -> (Described, Option<Component>) {
+        let component = match self.compile(label, digest, bytes).await {
+            Ok(component) => component,
+            Err(reason) => {
+                let described = Described::Broken(format!("not a valid component: {reason}"));
+                self.store_description(digest, &described);
+                return (described, None);
+            }
+        };
+        self.counters.described.fetch_add(1, Ordering::Relaxed);
+        let described = match catalog::describe_component(self, &component, label).await {
+            Ok(description) => Described::Plugin(description),
+            Err(DescribeFailure::Passing(reason)) => {
+                return (Described::Broken(reason), Some(component))
+            }
+            Err(DescribeFailure::Lasting(reason)) => Described::Broken(reason),
+        };
+        self.store_description(digest, &described);
+        (described, Some(component))
+    }
+
+    fn store_description(&self, digest: &str, described: &Described) {
+        if let (Some(cache), Ok(json)) = (&self.cache, serde_json::to_vec(described)) {
+            cache
+                .plugin_cache()
+                .store_description(&Self::description_key(digest), &json);
+        }
+    }
+
+    /// Calls `describe()` on `component` through `linker`.
+    pub(crate) async fn describe(
+        &self,
+        linker: &Linker<PluginState>,
+        component: &Component,
+        kind: PluginKind,
+        label: &str,
+    ) -> Result<PluginInfo, PluginError> {
+        Runtime::describe(&self.engine, linker, &self.limits, component, kind, label).await
+    }
+
+    /// Compiles `bytes` (whose digest is `digest`) through the compile cache, off the
+    /// async threads.
+    async fn compile(
+        &self,
+        label: &str,
+        digest: &str,
+        bytes: Cow<'static, [u8]>,
+    ) -> Result<Component, String> {
+        let engine = self.engine.clone();
+        let cache = self.cache.clone();
+        let observer = self.observer.clone();
+        let label_owned = label.to_string();
+        let sha = digest.trim_start_matches("sha256:").to_string();
+        let task = tokio::task::spawn_blocking(move || {
+            let mut started = None;
+            let mut on_compile = || {
+                started = Some(Instant::now());
+                if let Some(observer) = &observer {
+                    observer.compile_started(&label_owned, bytes.len());
+                }
+            };
+            let result = match &cache {
+                Some(cache) => cache.load(&engine, &sha, &bytes, on_compile),
+                None => {
+                    on_compile();
+                    Component::from_binary(&engine, &bytes)
+                        .map(|c| (c, Compiled::Now))
+                        .map_err(anyhow::Error::from)
+                }
+            };
+            if let (Some(observer), Some(started)) = (&observer, started) {
+                observer.compile_finished(&label_owned, started.elapsed());
+            }
+            result
+        });
+        let (component, how) = task
+            .await
+            .map_err(|e| format!("the compiler failed: {e}"))?
+            .map_err(|e| format!("{e:#}"))?;
+        let counter = match how {
+            Compiled::Now => &self.counters.compiled,
+            Compiled::FromCache => &self.counters.from_cache,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        Ok(component)
+    }
+
+    /// The compiled component of `plugin`, compiled or read from the cache on first
+    /// use. A file that changed since it was described is not loaded.
+    pub(crate) async fn component<'p>(
+        &self,
+        plugin: &'p LoadedPlugin,
+    ) -> Result<&'p Component, PluginError> {
+        let not_loaded = |reason: String| PluginError::NotLoaded {
+            plugin: plugin.name().to_string(),
+            reason,
+        };
+        plugin
+            .component
+            .get_or_try_init(|| async {
+                let bytes =
+                    match &plugin.wasm {
+                        Wasm::Builtin(bytes) => Cow::Borrowed(*bytes),
+                        Wasm::File(path) => Cow::Owned(std::fs::read(path).map_err(|e| {
+                            not_loaded(format!("cannot read {}: {e}", path.display()))
+                        })?),
+                    };
+                if catalog::digest_of(&bytes) != plugin.digest() {
+                    return Err(not_loaded(format!(
+                        "{} changed since the plugins were listed; run the command again",
+                        plugin.origin()
+                    )));
+                }
+                self.compile(plugin.name(), plugin.digest(), bytes)
+                    .await
+                    .map_err(not_loaded)
+            })
+            .await
+    }
+}
