@@ -57,6 +57,8 @@ pub fn failed(what: &str, e: BollardError) -> Error {
             Error::Failed(format!("{what}: the Docker engine said: {message}"))
         }
         BollardError::HyperResponseError { .. }
+        | BollardError::HyperLegacyError { .. }
+        | BollardError::SocketNotFoundError(_)
         | BollardError::IOError { .. }
         | BollardError::RequestTimeoutError => unreachable(e),
         other => Error::Failed(format!("{what}: {other}")),

@@ -15,7 +15,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use bollard::query_parameters::{
-    EventsOptionsBuilder, RemoveContainerOptionsBuilder, StatsOptionsBuilder,
+    EventsOptionsBuilder, InspectContainerOptions, RemoveContainerOptionsBuilder, StatsOptionsBuilder,
     StopContainerOptionsBuilder,
 };
 use bollard::Docker;
@@ -92,7 +92,7 @@ impl Container {
                     ("event".to_string(), vec!["oom".to_string()]),
                 ]);
                 let options = EventsOptionsBuilder::new().filters(&filters).build();
-                let mut stream = docker.events(Some(options));
+                let mut stream = std::pin::pin!(docker.events(Some(options)));
                 while let Some(Ok(_)) = stream.next().await {
                     let Some(container) = weak.upgrade() else {
                         return;
@@ -140,9 +140,7 @@ impl Container {
             .stream(false)
             .one_shot(true)
             .build();
-        let stats = self
-            .docker
-            .stats(&self.id, Some(options))
+        let stats = std::pin::pin!(self.docker.stats(&self.id, Some(options)))
             .next()
             .await
             .ok_or_else(|| Error::Failed("the Docker engine sent no stats".into()))?
@@ -165,6 +163,18 @@ impl Container {
             .and_then(|c| c.cpu_usage)
             .and_then(|u| u.total_usage)
             .unwrap_or(0);
+        if !self.oom_killed.load(Ordering::Acquire) {
+            // The engine also records an OOM kill of any of the container's processes
+            // on the container, in case its event has not arrived yet.
+            let inspect = self
+                .docker
+                .inspect_container(&self.id, None::<InspectContainerOptions>)
+                .await
+                .map_err(|e| client::failed("inspecting the container", e))?;
+            if inspect.state.and_then(|s| s.oom_killed) == Some(true) {
+                self.oom_killed.store(true, Ordering::Release);
+            }
+        }
         let elapsed = self.started.elapsed().as_nanos().max(1) as f64;
         let usage = ResourceUsage {
             // Average over the container's life, 100 = one core busy all the time.

@@ -166,6 +166,12 @@ fn pump(
                         break;
                     }
                     timed_out = true;
+                    if !killer.has_pid() {
+                        // Started too quickly for the first look: ask again.
+                        if let Ok(inspect) = docker.inspect_exec(&exec_id).await {
+                            killer.set_pid(inspect.pid.unwrap_or(0));
+                        }
+                    }
                     killer.kill();
                     drain_until = Some(Instant::now() + DRAIN_AFTER_KILL);
                     continue;
@@ -236,6 +242,10 @@ pub struct ExecKiller {
 }
 
 impl ExecKiller {
+    fn has_pid(&self) -> bool {
+        self.pid.load(Ordering::Acquire) > 1
+    }
+
     fn set_pid(&self, pid: i64) {
         self.pid
             .store(i32::try_from(pid).unwrap_or(0), Ordering::Release);

@@ -36,7 +36,7 @@ async fn inspect_with(docker: &Docker, image: &str) -> Result<Option<ImageInfo>,
 pub async fn pull(image: &str, events: &Arc<EventSink>, plugin: &str) -> Result<ImageInfo, Error> {
     let docker = client::connect().await?;
     let options = CreateImageOptionsBuilder::new().from_image(image).build();
-    let mut stream = docker.create_image(Some(options), None, None);
+    let mut stream = std::pin::pin!(docker.create_image(Some(options), None, None));
     let mut last_status = String::new();
     while let Some(next) = stream.next().await {
         let info = next.map_err(|e| cannot_pull(image, &e.to_string()))?;
