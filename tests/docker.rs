@@ -174,6 +174,7 @@ fn limits_environment_workdir_and_ownership_are_as_specified() {
     let usage = &result["sandbox"]["resourceUsage"];
     assert!(usage["memoryMB"].is_number(), "{result:#}");
     assert_eq!(result["sandbox"]["provider"], "docker");
+    assert_eq!(result["sandbox"]["containerId"], result["sandbox"]["id"], "{result:#}");
 }
 
 #[test]
@@ -186,7 +187,7 @@ fn a_memory_hog_is_oom_killed_and_the_run_says_so() {
         workspace.path(),
         false,
         "resources:\n  memory: 32Mi\n",
-        "x=$(head -c 200000000 /dev/zero | tr '\\0' a)\necho survived ${#x}",
+        "x=$(head -c 200000000 /dev/zero | tr '\\0' a)\necho survived",
     );
     let result = home.result();
     assert_eq!(result["status"], "failed", "{result:#}");
@@ -233,10 +234,11 @@ fn a_fork_bomb_stops_at_the_pids_limit() {
         workspace.path(),
         false,
         "resources:\n  timeout: 60s\noptions:\n  pids: 40\n",
-        "i=0; started=0\n\
-         while [ $i -lt 200 ]; do sleep 4242 2>/dev/null & [ $? -eq 0 ] && started=$((started+1)); i=$((i+1)); done\n\
-         echo running=$(ps | grep -c 'sleep 4242')\n\
-         kill $(jobs -p) 2>/dev/null; exit 0",
+        // Only shell builtins once the limit is hit: a fork would fail.
+        "i=0\n\
+         while [ $i -lt 200 ]; do sleep 4242 >/dev/null 2>&1 & i=$((i+1)); done\n\
+         f=/sys/fs/cgroup/pids.current; [ -f $f ] || f=/sys/fs/cgroup/pids/pids.current\n\
+         read n < $f; echo running=$n",
     );
     let stdout = home.log("stdout.log");
     let running: u32 = stdout
@@ -246,7 +248,7 @@ fn a_fork_bomb_stops_at_the_pids_limit() {
         .trim()
         .parse()
         .unwrap();
-    assert!(running > 0 && running < 40, "running={running}");
+    assert!(running > 10 && running <= 40, "running={running}");
     assert!(
         home.log("stderr.log").contains("fork") || home.log("stderr.log").contains("Resource"),
         "{}",
@@ -407,7 +409,7 @@ fn sigterm_removes_the_container() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
-    assert_eq!(home.result()["status"], "interrupted");
+    assert_eq!(home.result()["status"], "cancelled");
     assert_nothing_left(&home);
     assert!(eventually(10, || processes_with_arg("3582").is_empty()));
 }
