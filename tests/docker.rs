@@ -234,9 +234,9 @@ fn a_fork_bomb_stops_at_the_pids_limit() {
         workspace.path(),
         false,
         "resources:\n  timeout: 60s\noptions:\n  pids: 40\n",
-        // Only shell builtins once the limit is hit: a fork would fail.
-        "i=0\n\
-         while [ $i -lt 200 ]; do sleep 4242 >/dev/null 2>&1 & i=$((i+1)); done\n\
+        // An inner shell forks until it dies of a failed fork; the outer one then
+        // uses only builtins, since a fork would fail for it too.
+        "sh -c 'i=0; while [ $i -lt 200 ]; do sleep 4242 >/dev/null 2>&1 & i=$((i+1)); done'\n\
          f=/sys/fs/cgroup/pids.current; [ -f $f ] || f=/sys/fs/cgroup/pids/pids.current\n\
          read n < $f; echo running=$n",
     );
