@@ -27,7 +27,9 @@ const IMAGE: &str = "agentgate-test/busybox:1";
 fn docker_ready() -> bool {
     static READY: OnceLock<Result<(), String>> = OnceLock::new();
     let ready = READY.get_or_init(|| {
-        let info = Command::new("docker").args(["info", "--format", "{{.ServerVersion}}"]).output();
+        let info = Command::new("docker")
+            .args(["info", "--format", "{{.ServerVersion}}"])
+            .output();
         match info {
             Ok(out) if out.status.success() => {}
             Ok(out) => return Err(format!("`docker info` failed: {}", stderr(&out))),
@@ -97,7 +99,12 @@ fn run(workspace: &Path, readonly: bool, sandbox_extra: &str, agent_script: &str
     let output = home.run_spec(&task_spec(
         "docker",
         "contain me",
-        &in_docker(workspace, readonly, sandbox_extra, &shell_agent(agent_script)),
+        &in_docker(
+            workspace,
+            readonly,
+            sandbox_extra,
+            &shell_agent(agent_script),
+        ),
     ));
     // Whatever the outcome, the run must leave nothing behind.
     assert_nothing_left(&home);
@@ -146,10 +153,15 @@ fn limits_environment_workdir_and_ownership_are_as_specified() {
     assert_eq!(result["status"], "succeeded", "{result:#}\n{stdout}");
     assert!(stdout.contains("mem=67108864"), "{stdout}");
     assert!(stdout.contains("pids=77"), "{stdout}");
-    assert!(stdout.contains("cpu=\"50000 100000\"") || stdout.contains("cpu=50000 100000"), "{stdout}");
+    assert!(
+        stdout.contains("cpu=\"50000 100000\"") || stdout.contains("cpu=50000 100000"),
+        "{stdout}"
+    );
     // No swap beyond the memory limit (v1 shows memory+swap, v2 the swap alone).
     assert!(
-        stdout.contains("swap=67108864") || stdout.contains("swap=0") || stdout.contains("swap=none"),
+        stdout.contains("swap=67108864")
+            || stdout.contains("swap=0")
+            || stdout.contains("swap=none"),
         "{stdout}"
     );
     assert!(stdout.contains("pwd=/work"), "{stdout}");
@@ -174,7 +186,10 @@ fn limits_environment_workdir_and_ownership_are_as_specified() {
     let usage = &result["sandbox"]["resourceUsage"];
     assert!(usage["memoryMB"].is_number(), "{result:#}");
     assert_eq!(result["sandbox"]["provider"], "docker");
-    assert_eq!(result["sandbox"]["containerId"], result["sandbox"]["id"], "{result:#}");
+    assert_eq!(
+        result["sandbox"]["containerId"], result["sandbox"]["id"],
+        "{result:#}"
+    );
 }
 
 #[test]
@@ -193,7 +208,10 @@ fn a_memory_hog_is_oom_killed_and_the_run_says_so() {
     assert_eq!(result["status"], "failed", "{result:#}");
     let error = result["error"].as_str().unwrap_or_default();
     assert!(error.contains("OOMKilled"), "{result:#}");
-    assert_eq!(result["sandbox"]["resourceUsage"]["oomKilled"], true, "{result:#}");
+    assert_eq!(
+        result["sandbox"]["resourceUsage"]["oomKilled"], true,
+        "{result:#}"
+    );
     assert!(
         home.log("events.ndjson").contains("OOMKilled"),
         "no OOM event: {}",
@@ -270,7 +288,11 @@ fn network_none_leaves_only_loopback_and_bridge_gives_eth0() {
             "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort",
         );
         let stdout = home.log("stdout.log");
-        let interfaces: Vec<&str> = stdout.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        let interfaces: Vec<&str> = stdout
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
         assert_eq!(interfaces, expected, "network: {network}");
     }
 }
@@ -285,7 +307,10 @@ fn host_network_is_refused_without_the_operators_grant() {
     let result = home.result();
     assert_ne!(result["status"], "succeeded", "{result:#}");
     let error = result["error"].as_str().unwrap_or_default();
-    assert!(error.contains("AGENTGATE_DOCKER_ALLOW_HOST_NETWORK"), "{result:#}");
+    assert!(
+        error.contains("AGENTGATE_DOCKER_ALLOW_HOST_NETWORK"),
+        "{result:#}"
+    );
     assert!(!home.log("stdout.log").contains("ran"));
 }
 
@@ -317,11 +342,23 @@ fn root_in_the_container_cannot_write_readonly_mounts_or_reach_the_engine() {
     let stdout = home.log("stdout.log");
     assert!(stdout.starts_with("0\n"), "not root inside: {stdout}");
     assert!(stdout.contains("attack-done"), "{stdout}");
-    for success in ["WROTE-WORKSPACE", "WROTE-MOUNT", "REMOUNTED", "UNMOUNTED", "SOCKET"] {
+    for success in [
+        "WROTE-WORKSPACE",
+        "WROTE-MOUNT",
+        "REMOUNTED",
+        "UNMOUNTED",
+        "SOCKET",
+    ] {
         assert!(!stdout.contains(success), "{success}: {stdout}");
     }
-    assert_eq!(std::fs::read_to_string(workspace.path().join("keep.txt")).unwrap(), "original");
-    assert_eq!(std::fs::read_to_string(extra.path().join("data.txt")).unwrap(), "data");
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("keep.txt")).unwrap(),
+        "original"
+    );
+    assert_eq!(
+        std::fs::read_to_string(extra.path().join("data.txt")).unwrap(),
+        "data"
+    );
 }
 
 #[test]
@@ -338,7 +375,13 @@ fn mounting_the_engines_socket_is_refused() {
     );
     let result = home.result();
     assert_ne!(result["status"], "succeeded", "{result:#}");
-    assert!(result["error"].as_str().unwrap_or_default().contains("socket"), "{result:#}");
+    assert!(
+        result["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("socket"),
+        "{result:#}"
+    );
 }
 
 #[test]

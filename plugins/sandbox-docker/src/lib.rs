@@ -14,7 +14,9 @@ use agentgate_plugin_sdk::sandbox_provider::provider::{
     self, Guest as Provider, GuestSandbox, Leftover, SandboxRequest, SandboxSummary,
 };
 use agentgate_plugin_sdk::sandbox_provider::Guest;
-use agentgate_plugin_sdk::{env_var, error, events, options, EnvVar, Error, PluginInfo, PluginKind};
+use agentgate_plugin_sdk::{
+    env_var, error, events, options, EnvVar, Error, PluginInfo, PluginKind,
+};
 
 /// Where the sandbox's private state dir appears, and the commands' `HOME`.
 const HOME: &str = "/home/agent";
@@ -54,7 +56,10 @@ struct DockerOptions {
 }
 
 /// The container for `request`. Pure, so it is tested natively.
-fn container_spec(request: &SandboxRequest, options: &DockerOptions) -> Result<ContainerSpec, Error> {
+fn container_spec(
+    request: &SandboxRequest,
+    options: &DockerOptions,
+) -> Result<ContainerSpec, Error> {
     let image = request
         .image
         .clone()
@@ -122,7 +127,11 @@ fn describe(spec: &ContainerSpec, readonly_workspace: bool) -> String {
     let mut parts = vec![format!(
         "docker: image {} (all capabilities dropped, no-new-privileges, {} workspace at {})",
         spec.image,
-        if readonly_workspace { "read-only" } else { "writable" },
+        if readonly_workspace {
+            "read-only"
+        } else {
+            "writable"
+        },
         spec.workdir
     )];
     parts.push(
@@ -302,7 +311,10 @@ mod tests {
         assert_eq!(spec.labels, request().labels);
         let text = describe(&spec, true);
         assert!(text.contains("read-only workspace at /workspace"), "{text}");
-        assert!(text.contains("pids 4096") && text.contains("memory 1024 MiB"), "{text}");
+        assert!(
+            text.contains("pids 4096") && text.contains("memory 1024 MiB"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -15,8 +15,8 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use bollard::query_parameters::{
-    EventsOptionsBuilder, InspectContainerOptions, RemoveContainerOptionsBuilder, StatsOptionsBuilder,
-    StopContainerOptionsBuilder,
+    EventsOptionsBuilder, InspectContainerOptions, RemoveContainerOptionsBuilder,
+    StatsOptionsBuilder, StopContainerOptionsBuilder,
 };
 use bollard::Docker;
 use futures_util::StreamExt;
@@ -43,8 +43,7 @@ pub struct Container {
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
-static CONTAINERS: LazyLock<Mutex<HashMap<String, Arc<Container>>>> =
-    LazyLock::new(Mutex::default);
+static CONTAINERS: LazyLock<Mutex<HashMap<String, Arc<Container>>>> = LazyLock::new(Mutex::default);
 
 impl Container {
     /// Tracks a started container and begins sampling it.
@@ -149,7 +148,10 @@ impl Container {
         let inactive = memory_stats
             .stats
             .as_ref()
-            .and_then(|s| s.get("total_inactive_file").or_else(|| s.get("inactive_file")))
+            .and_then(|s| {
+                s.get("total_inactive_file")
+                    .or_else(|| s.get("inactive_file"))
+            })
             .copied()
             .unwrap_or(0);
         let memory = memory_stats.usage.unwrap_or(0).saturating_sub(inactive);

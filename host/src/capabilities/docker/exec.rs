@@ -115,13 +115,7 @@ pub async fn start(
             (None, false) => None,
         };
     let timeout = request.timeout_ms.map(Duration::from_millis);
-    let rx = pump(
-        docker.clone(),
-        created.id,
-        output,
-        killer.clone(),
-        timeout,
-    );
+    let rx = pump(docker.clone(), created.id, output, killer.clone(), timeout);
     Ok(Execution::new(id, rx, stdin, killer))
 }
 
@@ -131,7 +125,10 @@ fn working_dir(workdir: &str, cwd: Option<&str>) -> Result<String, Error> {
         return Ok(workdir.to_string());
     };
     if cwd.split('/').any(|c| c == "..") {
-        return Err(invalid_spec("cwd", format!("`{cwd}` must not contain `..`")));
+        return Err(invalid_spec(
+            "cwd",
+            format!("`{cwd}` must not contain `..`"),
+        ));
     }
     Ok(if cwd.starts_with('/') {
         cwd.to_string()
@@ -323,7 +320,10 @@ mod tests {
     #[test]
     fn cwd_is_under_the_workdir() {
         assert_eq!(working_dir("/workspace", None).unwrap(), "/workspace");
-        assert_eq!(working_dir("/workspace/", Some("src")).unwrap(), "/workspace/src");
+        assert_eq!(
+            working_dir("/workspace/", Some("src")).unwrap(),
+            "/workspace/src"
+        );
         assert_eq!(working_dir("/workspace", Some("/tmp")).unwrap(), "/tmp");
         assert!(matches!(
             working_dir("/workspace", Some("../etc")),
@@ -349,7 +349,10 @@ mod tests {
         assert!(descendants(root).is_empty());
         for pid in &tree[1..] {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            assert!(stat.is_empty() || stat.contains(") Z"), "{pid} survived: {stat}");
+            assert!(
+                stat.is_empty() || stat.contains(") Z"),
+                "{pid} survived: {stat}"
+            );
         }
     }
 }

@@ -69,7 +69,10 @@ impl PluginState {
             .map_err(|e| Error::Failed(format!("tracking the container: {e}")))?;
         if let Err(e) = container
             .docker
-            .start_container(&created.id, None::<bollard::query_parameters::StartContainerOptions>)
+            .start_container(
+                &created.id,
+                None::<bollard::query_parameters::StartContainerOptions>,
+            )
             .await
         {
             let _ = container.remove(Duration::ZERO).await;
@@ -85,7 +88,10 @@ impl PluginState {
         }
         let docker = client::connect().await?;
         match docker
-            .inspect_container(id, None::<bollard::query_parameters::InspectContainerOptions>)
+            .inspect_container(
+                id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
             .await
         {
             Ok(inspect) => {
@@ -206,10 +212,7 @@ impl Host for PluginState {
                         .into_iter()
                         .map(|(key, value)| Label { key, value })
                         .collect(),
-                    created_at_ms: c
-                        .created
-                        .and_then(|s| u64::try_from(s).ok())
-                        .unwrap_or(0)
+                    created_at_ms: c.created.and_then(|s| u64::try_from(s).ok()).unwrap_or(0)
                         * 1000,
                 })
                 .collect())

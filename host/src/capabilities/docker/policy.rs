@@ -155,7 +155,10 @@ pub fn container_config(
         }
         None => policy.invoking_user.clone(),
     };
-    let name = spec.name.as_ref().map(|n| container_name(&policy.run_id, n));
+    let name = spec
+        .name
+        .as_ref()
+        .map(|n| container_name(&policy.run_id, n));
     let body = ContainerCreateBody {
         image: Some(spec.image.clone()),
         cmd: (!spec.command.is_empty()).then(|| spec.command.clone()),
@@ -240,9 +243,11 @@ fn exposes_host(real: &Path, socket: Option<&Path>) -> Option<String> {
 fn check_user(user: &str) -> Result<(), Error> {
     let ok = !user.is_empty()
         && user.split(':').count() <= 2
-        && user
-            .split(':')
-            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)));
+        && user.split(':').all(|p| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+        });
     if ok {
         Ok(())
     } else {
@@ -316,7 +321,10 @@ mod tests {
         let (_, body) = container_config(&spec(), &policy()).unwrap();
         let host = body.host_config.unwrap();
         assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
-        assert_eq!(host.security_opt, Some(vec!["no-new-privileges".to_string()]));
+        assert_eq!(
+            host.security_opt,
+            Some(vec!["no-new-privileges".to_string()])
+        );
         assert_eq!(host.privileged, Some(false));
         assert_eq!(host.pids_limit, Some(i64::from(DEFAULT_PIDS)));
         assert_eq!(host.nano_cpus, Some(1_500_000_000));
@@ -342,7 +350,10 @@ mod tests {
         let mut granted = policy();
         granted.allow_host_network = true;
         let (_, body) = container_config(&s, &granted).unwrap();
-        assert_eq!(body.host_config.unwrap().network_mode.as_deref(), Some("host"));
+        assert_eq!(
+            body.host_config.unwrap().network_mode.as_deref(),
+            Some("host")
+        );
     }
 
     #[test]
@@ -380,9 +391,7 @@ mod tests {
         let mut p = policy();
         p.engine_socket = Some(socket.clone());
         s.mounts = vec![mount(&socket_dir.path().display().to_string())];
-        assert!(
-            matches!(container_config(&s, &p), Err(Error::Denied(m)) if m.contains("socket"))
-        );
+        assert!(matches!(container_config(&s, &p), Err(Error::Denied(m)) if m.contains("socket")));
         s.mounts = vec![mount(&socket.display().to_string())];
         assert!(matches!(container_config(&s, &p), Err(Error::Denied(_))));
     }
@@ -391,13 +400,19 @@ mod tests {
     fn bad_fields_are_named() {
         let mut s = spec();
         s.workdir = "work".into();
-        assert!(matches!(container_config(&s, &policy()), Err(Error::InvalidSpec(f)) if f.path == "workdir"));
+        assert!(
+            matches!(container_config(&s, &policy()), Err(Error::InvalidSpec(f)) if f.path == "workdir")
+        );
         let mut s = spec();
         s.env[0].name = "A=B".into();
-        assert!(matches!(container_config(&s, &policy()), Err(Error::InvalidSpec(f)) if f.path == "env[0].name"));
+        assert!(
+            matches!(container_config(&s, &policy()), Err(Error::InvalidSpec(f)) if f.path == "env[0].name")
+        );
         let mut s = spec();
         s.user = Some("0:0:0".into());
-        assert!(matches!(container_config(&s, &policy()), Err(Error::InvalidSpec(f)) if f.path == "user"));
+        assert!(
+            matches!(container_config(&s, &policy()), Err(Error::InvalidSpec(f)) if f.path == "user")
+        );
         let mut s = spec();
         s.name = Some("my box!".into());
         assert_eq!(
