@@ -417,7 +417,8 @@ impl Run<'_> {
         };
         self.sandbox = Some(SandboxInfo {
             provider: spec.provider.clone(),
-            container_id: None,
+            // The seed's SandboxInfo names the container of a docker sandbox.
+            container_id: (spec.provider == "docker").then(|| summary.id.clone()),
             id: summary.id.clone(),
             isolation: summary.isolation.clone(),
             resource_usage: None,

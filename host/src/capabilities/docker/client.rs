@@ -1,0 +1,66 @@
+//! The connection to the Docker engine, and what its errors mean to a plugin.
+//!
+//! The engine is found like the `docker` CLI finds it: `DOCKER_HOST` when set, the
+//! local unix socket otherwise. The API version is negotiated with the engine, so an
+//! older engine (Debian's 20.10 speaks API 1.41) is not refused for being older than
+//! the client. A connection belongs to the async runtime that made it, so each
+//! container keeps its own and other calls open a fresh one (a unix-socket connect).
+
+use std::path::PathBuf;
+
+use bollard::errors::Error as BollardError;
+use bollard::Docker;
+
+use crate::runtime::bindings::types::Error;
+
+const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
+
+/// Where the engine is, for messages.
+pub fn engine_address() -> String {
+    std::env::var("DOCKER_HOST").unwrap_or_else(|_| format!("unix://{DEFAULT_SOCKET}"))
+}
+
+/// The engine's socket when it is on this machine.
+pub fn local_socket() -> Option<PathBuf> {
+    let address = engine_address();
+    address.strip_prefix("unix://").map(PathBuf::from)
+}
+
+/// A connection to the engine, its API version agreed.
+pub async fn connect() -> Result<Docker, Error> {
+    let docker = Docker::connect_with_defaults().map_err(unreachable)?;
+    docker.negotiate_version().await.map_err(unreachable)
+}
+
+/// The engine could not be reached at all.
+fn unreachable(e: BollardError) -> Error {
+    Error::Unavailable(format!(
+        "cannot reach the Docker engine at {}: {e}; start it (`sudo dockerd &`, \
+         `systemctl start docker` or Docker Desktop), make sure this user may use its socket \
+         (e.g. membership of the `docker` group), or point DOCKER_HOST at it",
+        engine_address()
+    ))
+}
+
+/// The HTTP status of an engine error, when the engine answered.
+pub fn status(e: &BollardError) -> Option<u16> {
+    match e {
+        BollardError::DockerResponseServerError { status_code, .. } => Some(*status_code),
+        _ => None,
+    }
+}
+
+/// An engine call failed while doing `what`.
+pub fn failed(what: &str, e: BollardError) -> Error {
+    match e {
+        BollardError::DockerResponseServerError { message, .. } => {
+            Error::Failed(format!("{what}: the Docker engine said: {message}"))
+        }
+        BollardError::HyperResponseError { .. }
+        | BollardError::HyperLegacyError { .. }
+        | BollardError::SocketNotFoundError(_)
+        | BollardError::IOError { .. }
+        | BollardError::RequestTimeoutError => unreachable(e),
+        other => Error::Failed(format!("{what}: {other}")),
+    }
+}

@@ -1,0 +1,358 @@
+//! Commands run in a container (`docker exec`), as host-owned executions.
+//!
+//! The engine multiplexes stdout and stderr over one connection in frames; bollard's
+//! decoder reassembles a frame split across reads, and the pump here passes each
+//! frame on as chunks of at most [`MAX_CHUNK`]. The engine has no call to stop an
+//! exec, so a timeout or a kill stops the command from the host: the engine reports
+//! the exec's host pid, and the command and everything it started are frozen and
+//! killed there (the container's own init and other execs are left alone).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bollard::container::LogOutput;
+use bollard::exec::{StartExecOptions, StartExecResults};
+use bollard::models::ExecConfig;
+use bollard::Docker;
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::client;
+use super::container::Container;
+use crate::capabilities::execution::{Execution, Kill, MAX_CHUNK};
+use crate::capabilities::invalid_spec;
+use crate::runtime::bindings::execution::{Output, OutputChunk};
+use crate::runtime::bindings::types::{Error, ExecRequest, ExitStatus, OutputPipe};
+
+/// Chunks buffered between the pump and a plugin that is slow to read.
+const BUFFERED_CHUNKS: usize = 16;
+
+/// How long a killed command's output may take to end before the exec is given up.
+const DRAIN_AFTER_KILL: Duration = Duration::from_secs(5);
+
+/// Starts `request` in `container`.
+pub async fn start(
+    container: &Container,
+    request: ExecRequest,
+    id: String,
+) -> Result<Execution, Error> {
+    if request.argv.is_empty() || request.argv[0].is_empty() {
+        return Err(invalid_spec("argv", "the command is empty"));
+    }
+    let env = request
+        .env
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            if v.name.is_empty() || v.name.contains('=') {
+                Err(invalid_spec(
+                    &format!("env[{i}].name"),
+                    format!("{:?} is not a valid variable name", v.name),
+                ))
+            } else {
+                Ok(format!("{}={}", v.name, v.value))
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let cwd = working_dir(&container.workdir, request.cwd.as_deref())?;
+    let attach_stdin = request.stdin.is_some() || request.keep_stdin_open;
+    let docker = &container.docker;
+    let created = docker
+        .create_exec(
+            &container.id,
+            ExecConfig {
+                cmd: Some(request.argv.clone()),
+                env: Some(env),
+                working_dir: Some(cwd),
+                attach_stdin: Some(attach_stdin),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                tty: Some(false),
+                privileged: Some(false),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| client::failed("creating the exec", e))?;
+    let started = docker
+        .start_exec(
+            &created.id,
+            Some(StartExecOptions {
+                detach: false,
+                tty: false,
+                output_capacity: Some(MAX_CHUNK),
+            }),
+        )
+        .await
+        .map_err(|e| client::failed("starting the exec", e))?;
+    let StartExecResults::Attached { output, mut input } = started else {
+        return Err(Error::Failed("the Docker engine detached the exec".into()));
+    };
+    let killer = Arc::new(ExecKiller::default());
+    // The exec runs once it is attached; its host pid is what a kill needs.
+    if let Ok(inspect) = docker.inspect_exec(&created.id).await {
+        killer.set_pid(inspect.pid.unwrap_or(0));
+    }
+
+    let stdin: Option<Box<dyn tokio::io::AsyncWrite + Send + Unpin>> =
+        match (request.stdin, request.keep_stdin_open) {
+            (Some(data), true) => {
+                let _ = input.write_all(&data).await;
+                Some(Box::new(input))
+            }
+            (Some(data), false) => {
+                tokio::spawn(async move {
+                    let _ = input.write_all(&data).await;
+                    let _ = input.shutdown().await;
+                });
+                None
+            }
+            (None, true) => Some(Box::new(input)),
+            (None, false) => None,
+        };
+    let timeout = request.timeout_ms.map(Duration::from_millis);
+    let rx = pump(docker.clone(), created.id, output, killer.clone(), timeout);
+    Ok(Execution::new(id, rx, stdin, killer))
+}
+
+/// The exec's working directory: the container's workdir, or `cwd` under it.
+fn working_dir(workdir: &str, cwd: Option<&str>) -> Result<String, Error> {
+    let Some(cwd) = cwd else {
+        return Ok(workdir.to_string());
+    };
+    if cwd.split('/').any(|c| c == "..") {
+        return Err(invalid_spec(
+            "cwd",
+            format!("`{cwd}` must not contain `..`"),
+        ));
+    }
+    Ok(if cwd.starts_with('/') {
+        cwd.to_string()
+    } else {
+        format!("{}/{cwd}", workdir.trim_end_matches('/'))
+    })
+}
+
+type OutputStream = std::pin::Pin<
+    Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
+>;
+
+/// Moves the exec's output into a channel; ends with its exit status.
+fn pump(
+    docker: Docker,
+    exec_id: String,
+    mut output: OutputStream,
+    killer: Arc<ExecKiller>,
+    timeout: Option<Duration>,
+) -> mpsc::Receiver<Output> {
+    let (tx, rx) = mpsc::channel(BUFFERED_CHUNKS);
+    tokio::spawn(async move {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut timed_out = false;
+        let mut drain_until: Option<Instant> = None;
+        loop {
+            let wake = drain_until.or(if timed_out { None } else { deadline });
+            let next = tokio::select! {
+                next = output.next() => next,
+                _ = sleep_until(wake) => {
+                    if drain_until.is_some() {
+                        break;
+                    }
+                    timed_out = true;
+                    if !killer.has_pid() {
+                        // Started too quickly for the first look: ask again.
+                        if let Ok(inspect) = docker.inspect_exec(&exec_id).await {
+                            killer.set_pid(inspect.pid.unwrap_or(0));
+                        }
+                    }
+                    killer.kill();
+                    drain_until = Some(Instant::now() + DRAIN_AFTER_KILL);
+                    continue;
+                }
+            };
+            let (pipe, message) = match next {
+                None | Some(Err(_)) => break,
+                Some(Ok(LogOutput::StdOut { message })) => (OutputPipe::Stdout, message),
+                Some(Ok(LogOutput::StdErr { message })) => (OutputPipe::Stderr, message),
+                Some(Ok(_)) => continue,
+            };
+            for data in message.chunks(MAX_CHUNK) {
+                let chunk = Output::Chunk(OutputChunk {
+                    pipe,
+                    data: data.to_vec(),
+                });
+                if tx.send(chunk).await.is_err() {
+                    // Nobody will read: the execution was dropped.
+                    killer.kill();
+                    return;
+                }
+            }
+        }
+        let code = exit_code(&docker, &exec_id).await;
+        let status = if timed_out {
+            ExitStatus {
+                code: None,
+                signal: Some(libc::SIGKILL),
+                timed_out: true,
+            }
+        } else {
+            ExitStatus {
+                code,
+                signal: None,
+                timed_out: false,
+            }
+        };
+        let _ = tx.send(Output::Exited(status)).await;
+    });
+    rx
+}
+
+/// The exit code once the engine has recorded it.
+async fn exit_code(docker: &Docker, exec_id: &str) -> Option<i32> {
+    for _ in 0..50 {
+        match docker.inspect_exec(exec_id).await {
+            Ok(inspect) if inspect.running != Some(true) => {
+                return inspect.exit_code.and_then(|c| i32::try_from(c).ok())
+            }
+            Ok(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Kills an exec's process tree from the host, by the host pid the engine reported.
+#[derive(Default)]
+pub struct ExecKiller {
+    pid: AtomicI32,
+}
+
+impl ExecKiller {
+    fn has_pid(&self) -> bool {
+        self.pid.load(Ordering::Acquire) > 1
+    }
+
+    fn set_pid(&self, pid: i64) {
+        self.pid
+            .store(i32::try_from(pid).unwrap_or(0), Ordering::Release);
+    }
+}
+
+impl Kill for ExecKiller {
+    fn kill(&self) {
+        let pid = self.pid.swap(0, Ordering::AcqRel);
+        if pid > 1 {
+            kill_tree(pid);
+        }
+    }
+}
+
+/// Freezes then kills `root` and all its descendants, until none is left (a fork
+/// bomb keeps forking while it is being killed, a stopped one cannot).
+fn kill_tree(root: libc::pid_t) {
+    for _ in 0..20 {
+        let tree = descendants(root);
+        if tree.is_empty() {
+            return;
+        }
+        for &pid in &tree {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+        }
+        for &pid in &tree {
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// `root` (while alive) and every live process below it, from the host's /proc.
+fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
+    let mut children: HashMap<libc::pid_t, Vec<libc::pid_t>> = HashMap::new();
+    let mut alive = std::collections::HashSet::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`; comm may hold anything, so parse after `)`.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next().unwrap_or("");
+        let ppid: libc::pid_t = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        if state != "Z" && state != "X" {
+            alive.insert(pid);
+        }
+        children.entry(ppid).or_default().push(pid);
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![root];
+    while let Some(pid) = stack.pop() {
+        if alive.contains(&pid) {
+            out.push(pid);
+        }
+        if let Some(kids) = children.get(&pid) {
+            stack.extend(kids);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cwd_is_under_the_workdir() {
+        assert_eq!(working_dir("/workspace", None).unwrap(), "/workspace");
+        assert_eq!(
+            working_dir("/workspace/", Some("src")).unwrap(),
+            "/workspace/src"
+        );
+        assert_eq!(working_dir("/workspace", Some("/tmp")).unwrap(), "/tmp");
+        assert!(matches!(
+            working_dir("/workspace", Some("../etc")),
+            Err(Error::InvalidSpec(f)) if f.path == "cwd"
+        ));
+    }
+
+    #[test]
+    fn a_tree_is_killed_to_the_last_grandchild() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 60 & sleep 60 & wait"])
+            .spawn()
+            .unwrap();
+        let root = child.id() as libc::pid_t;
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while descendants(root).len() < 3 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let tree = descendants(root);
+        assert_eq!(tree.len(), 3, "{tree:?}");
+        kill_tree(root);
+        let _ = child.wait();
+        assert!(descendants(root).is_empty());
+        for pid in &tree[1..] {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            assert!(
+                stat.is_empty() || stat.contains(") Z"),
+                "{pid} survived: {stat}"
+            );
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Images and the storage they live on: a local image is used as it is; an absent
+//! one is pulled with progress reported as events; a pull that cannot reach a
+//! registry says how to provide the image instead. A disk limit is checked against
+//! the storage driver, since most drivers cannot enforce one.
+
+use std::sync::Arc;
+
+use bollard::query_parameters::CreateImageOptionsBuilder;
+use bollard::Docker;
+use futures_util::StreamExt;
+
+use super::client;
+use crate::record::{EventBody, EventSink};
+use crate::runtime::bindings::docker::ImageInfo;
+use crate::runtime::bindings::types::Error;
+
+/// The local image `image`, or `None` when it is absent.
+pub async fn inspect(image: &str) -> Result<Option<ImageInfo>, Error> {
+    let docker = client::connect().await?;
+    inspect_with(&docker, image).await
+}
+
+async fn inspect_with(docker: &Docker, image: &str) -> Result<Option<ImageInfo>, Error> {
+    match docker.inspect_image(image).await {
+        Ok(found) => Ok(Some(ImageInfo {
+            id: found.id.unwrap_or_default(),
+            tags: found.repo_tags.unwrap_or_default(),
+            size_bytes: found.size.and_then(|s| u64::try_from(s).ok()).unwrap_or(0),
+        })),
+        Err(e) if client::status(&e) == Some(404) => Ok(None),
+        Err(e) => Err(client::failed(&format!("inspecting image {image}"), e)),
+    }
+}
+
+/// Pulls `image`, reporting the engine's progress as `pull` events.
+pub async fn pull(image: &str, events: &Arc<EventSink>, plugin: &str) -> Result<ImageInfo, Error> {
+    let docker = client::connect().await?;
+    let options = CreateImageOptionsBuilder::new().from_image(image).build();
+    let mut stream = std::pin::pin!(docker.create_image(Some(options), None, None));
+    let mut last_status = String::new();
+    while let Some(next) = stream.next().await {
+        let info = next.map_err(|e| cannot_pull(image, &e.to_string()))?;
+        if let Some(error) = info.error_detail.and_then(|d| d.message) {
+            return Err(cannot_pull(image, &error));
+        }
+        let status = info.status.unwrap_or_default();
+        // One event per layer state change, not one per byte counter update.
+        let key = format!("{} {status}", info.id.as_deref().unwrap_or(""));
+        let progress = info.progress_detail.unwrap_or_default();
+        if key != last_status || progress.total.is_some() && progress.current == progress.total {
+            events.emit(
+                plugin,
+                EventBody::Progress {
+                    phase: "pull".into(),
+                    message: format!("{image}: {}", key.trim()),
+                    current: progress.current.and_then(|c| u64::try_from(c).ok()),
+                    total: progress.total.and_then(|t| u64::try_from(t).ok()),
+                },
+            );
+            last_status = key;
+        }
+    }
+    inspect_with(&docker, image)
+        .await?
+        .ok_or_else(|| cannot_pull(image, "the engine finished the pull without the image"))
+}
+
+fn cannot_pull(image: &str, why: &str) -> Error {
+    Error::Unavailable(format!(
+        "image {image} is not on this machine and could not be pulled ({why}); provide it \
+         with `docker load -i FILE.tar` or `docker build -t {image} .`, or name an image that \
+         `docker images` lists"
+    ))
+}
+
+/// The engine refused to create a container because `image` is absent.
+pub fn absent(image: &str) -> Error {
+    cannot_pull(image, "the engine does not have it")
+}
+
+/// Fails unless the engine's storage driver can enforce a container size limit.
+pub async fn check_disk_quota(docker: &Docker) -> Result<(), Error> {
+    let info = docker
+        .info()
+        .await
+        .map_err(|e| client::failed("reading the engine's storage driver", e))?;
+    let driver = info.driver.unwrap_or_default();
+    let backing = info
+        .driver_status
+        .unwrap_or_default()
+        .into_iter()
+        .find(|kv| kv.first().is_some_and(|k| k == "Backing Filesystem"))
+        .and_then(|kv| kv.get(1).cloned())
+        .unwrap_or_default();
+    let supported = match driver.as_str() {
+        // overlay2 enforces `size` only on xfs mounted with project quotas.
+        "overlay2" => backing == "xfs",
+        "btrfs" | "zfs" | "devicemapper" | "windowsfilter" => true,
+        _ => false,
+    };
+    if supported {
+        Ok(())
+    } else {
+        let on = if backing.is_empty() {
+            String::new()
+        } else {
+            format!(" on {backing}")
+        };
+        Err(Error::Unavailable(format!(
+            "`resources.disk` cannot be enforced: the Docker engine's storage driver is \
+             {driver}{on}, which has no container size limit (overlay2 needs xfs with \
+             project quotas; btrfs, zfs and devicemapper have one); remove the limit or \
+             move Docker's data root to such a file system"
+        )))
+    }
+}

@@ -1,0 +1,273 @@
+//! The host side of `agentgate:plugin/docker`: containers on a real Docker engine.
+//!
+//! The plugin (normally `sandbox-docker`) decides what a sandbox is made of; this
+//! module decides what it may be made of ([`policy`]) and does the work through
+//! bollard ([`client`]): images ([`image`]), containers and their usage
+//! ([`container`]), commands in them ([`exec`]). Everything created carries the host's
+//! labels, so `list-containers`/`list-volumes` (restricted to labelled objects) find
+//! what a crashed run left behind.
+
+mod client;
+mod container;
+mod exec;
+mod image;
+pub mod policy;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, ListVolumesOptionsBuilder,
+    RemoveVolumeOptionsBuilder,
+};
+use wasmtime::component::Resource;
+
+use super::execution::Execution;
+use crate::runtime::bindings::docker::{ContainerSpec, ContainerSummary, Host, ImageInfo};
+use crate::runtime::bindings::types::{Error, ExecRequest, Label, ResourceUsage};
+use crate::runtime::PluginState;
+use container::{Container, Guard};
+use policy::{Policy, LABEL_RUN_ID};
+
+pub use client::engine_address;
+
+/// Turns `Result<T, Error>` into the binding's nested result.
+fn answer<T>(result: Result<T, Error>) -> wasmtime::Result<Result<T, Error>> {
+    Ok(result)
+}
+
+impl PluginState {
+    async fn run_container_checked(&mut self, spec: ContainerSpec) -> Result<String, Error> {
+        let policy = Policy::for_run(&self.run.run_id);
+        let (name, body) = policy::container_config(&spec, &policy)?;
+        let docker = client::connect().await?;
+        if spec.resources.disk_bytes.is_some() {
+            image::check_disk_quota(&docker).await?;
+        }
+        let mut options = CreateContainerOptionsBuilder::new();
+        if let Some(name) = &name {
+            options = options.name(name);
+        }
+        let created = docker
+            .create_container(Some(options.build()), body)
+            .await
+            .map_err(|e| match client::status(&e) {
+                Some(404) => image::absent(&spec.image),
+                _ => client::failed("creating the container", e),
+            })?;
+        let container = Container::track(
+            created.id.clone(),
+            self.run.run_id.clone(),
+            spec.workdir.clone(),
+            docker,
+            self.run.events.clone(),
+            self.plugin.clone(),
+        );
+        // From here on the container is removed even if the plugin never asks.
+        self.table
+            .push(Guard(container.clone()))
+            .map_err(|e| Error::Failed(format!("tracking the container: {e}")))?;
+        if let Err(e) = container
+            .docker
+            .start_container(
+                &created.id,
+                None::<bollard::query_parameters::StartContainerOptions>,
+            )
+            .await
+        {
+            let _ = container.remove(Duration::ZERO).await;
+            return Err(client::failed("starting the container", e));
+        }
+        Ok(created.id)
+    }
+
+    /// Removes a container of this run, or a labelled leftover of an earlier one.
+    async fn remove_checked(&mut self, id: &str, grace: Duration) -> Result<(), Error> {
+        if let Ok(container) = Container::of_run(&self.run.run_id, id) {
+            return container.remove(grace).await;
+        }
+        let docker = client::connect().await?;
+        match docker
+            .inspect_container(
+                id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+        {
+            Ok(inspect) => {
+                let labelled = inspect
+                    .config
+                    .and_then(|c| c.labels)
+                    .is_some_and(|l| l.contains_key(LABEL_RUN_ID));
+                if !labelled {
+                    return Err(Error::Denied(format!(
+                        "container {id:?} was not created by agentgate; it is not a plugin's to remove"
+                    )));
+                }
+                container::remove(&docker, id, grace).await
+            }
+            Err(e) if client::status(&e) == Some(404) => Ok(()),
+            Err(e) => Err(client::failed("inspecting the container", e)),
+        }
+    }
+}
+
+/// Engine filters for objects carrying all of `labels` and agentgate's run label.
+fn label_filters(labels: &[Label]) -> HashMap<String, Vec<String>> {
+    let mut wanted = vec![LABEL_RUN_ID.to_string()];
+    wanted.extend(labels.iter().map(|l| format!("{}={}", l.key, l.value)));
+    HashMap::from([("label".to_string(), wanted)])
+}
+
+impl Host for PluginState {
+    async fn inspect_image(
+        &mut self,
+        image: String,
+    ) -> wasmtime::Result<Result<Option<ImageInfo>, Error>> {
+        self.run.ensure_active()?;
+        answer(image::inspect(&image).await)
+    }
+
+    async fn pull_image(&mut self, image: String) -> wasmtime::Result<Result<ImageInfo, Error>> {
+        self.run.ensure_active()?;
+        answer(image::pull(&image, &self.run.events, &self.plugin).await)
+    }
+
+    async fn run_container(
+        &mut self,
+        spec: ContainerSpec,
+    ) -> wasmtime::Result<Result<String, Error>> {
+        self.run.ensure_active()?;
+        answer(self.run_container_checked(spec).await)
+    }
+
+    async fn exec(
+        &mut self,
+        container_id: String,
+        request: ExecRequest,
+    ) -> wasmtime::Result<Result<Resource<Execution>, Error>> {
+        self.run.ensure_active()?;
+        let container = match Container::of_run(&self.run.run_id, &container_id) {
+            Ok(c) => c,
+            Err(e) => return answer(Err(e)),
+        };
+        let id = self.run.next_exec_id();
+        match exec::start(&container, request, id).await {
+            Ok(execution) => Ok(Ok(self.table.push(execution)?)),
+            Err(e) => answer(Err(e)),
+        }
+    }
+
+    async fn stats(
+        &mut self,
+        container_id: String,
+    ) -> wasmtime::Result<Result<ResourceUsage, Error>> {
+        self.run.ensure_active()?;
+        let container = match Container::of_run(&self.run.run_id, &container_id) {
+            Ok(c) => c,
+            Err(e) => return answer(Err(e)),
+        };
+        answer(container.usage().await)
+    }
+
+    async fn remove_container(
+        &mut self,
+        container_id: String,
+        grace_ms: u32,
+    ) -> wasmtime::Result<Result<(), Error>> {
+        self.run.ensure_active()?;
+        let grace = Duration::from_millis(u64::from(grace_ms));
+        answer(self.remove_checked(&container_id, grace).await)
+    }
+
+    async fn list_containers(
+        &mut self,
+        labels: Vec<Label>,
+    ) -> wasmtime::Result<Result<Vec<ContainerSummary>, Error>> {
+        self.run.ensure_active()?;
+        let result = async {
+            let docker = client::connect().await?;
+            let options = ListContainersOptionsBuilder::new()
+                .all(true)
+                .filters(&label_filters(&labels))
+                .build();
+            let containers = docker
+                .list_containers(Some(options))
+                .await
+                .map_err(|e| client::failed("listing containers", e))?;
+            Ok(containers
+                .into_iter()
+                .map(|c| ContainerSummary {
+                    id: c.id.unwrap_or_default(),
+                    name: c
+                        .names
+                        .and_then(|n| n.into_iter().next())
+                        .map(|n| n.trim_start_matches('/').to_string())
+                        .unwrap_or_default(),
+                    image: c.image.unwrap_or_default(),
+                    state: c.state.map(|s| s.to_string()).unwrap_or_default(),
+                    labels: c
+                        .labels
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(key, value)| Label { key, value })
+                        .collect(),
+                    created_at_ms: c.created.and_then(|s| u64::try_from(s).ok()).unwrap_or(0)
+                        * 1000,
+                })
+                .collect())
+        }
+        .await;
+        answer(result)
+    }
+
+    async fn list_volumes(
+        &mut self,
+        labels: Vec<Label>,
+    ) -> wasmtime::Result<Result<Vec<String>, Error>> {
+        self.run.ensure_active()?;
+        let result = async {
+            let docker = client::connect().await?;
+            let options = ListVolumesOptionsBuilder::new()
+                .filters(&label_filters(&labels))
+                .build();
+            let volumes = docker
+                .list_volumes(Some(options))
+                .await
+                .map_err(|e| client::failed("listing volumes", e))?;
+            Ok(volumes
+                .volumes
+                .unwrap_or_default()
+                .into_iter()
+                .map(|v| v.name)
+                .collect())
+        }
+        .await;
+        answer(result)
+    }
+
+    async fn remove_volume(&mut self, name: String) -> wasmtime::Result<Result<(), Error>> {
+        self.run.ensure_active()?;
+        let result = async {
+            let docker = client::connect().await?;
+            let volume = match docker.inspect_volume(&name).await {
+                Ok(v) => v,
+                Err(e) if client::status(&e) == Some(404) => return Ok(()),
+                Err(e) => return Err(client::failed("inspecting the volume", e)),
+            };
+            if !volume.labels.contains_key(LABEL_RUN_ID) {
+                return Err(Error::Denied(format!(
+                    "volume {name:?} was not created by agentgate; it is not a plugin's to remove"
+                )));
+            }
+            let options = RemoveVolumeOptionsBuilder::new().force(true).build();
+            match docker.remove_volume(&name, Some(options)).await {
+                Ok(()) => Ok(()),
+                Err(e) if client::status(&e) == Some(404) => Ok(()),
+                Err(e) => Err(client::failed("removing the volume", e)),
+            }
+        }
+        .await;
+        answer(result)
+    }
+}

@@ -1,0 +1,423 @@
+//! The host's policy for containers: what a plugin's `container-spec` becomes.
+//!
+//! The plugin is not trusted to harden its own containers, so everything that keeps an
+//! agent in lives here and cannot be asked away: all capabilities dropped,
+//! `no-new-privileges`, never privileged, a pids limit always, swap no larger than the
+//! memory limit, an init that reaps zombies, the host's labels on everything. Host
+//! networking needs the operator's grant; a bind mount must name an existing host path
+//! that is not, and does not contain, the Docker engine's socket or the host's kernel
+//! interfaces. Pure apart from the checks on the host's file system, so it is tested
+//! natively.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountTypeEnum};
+
+use crate::capabilities::invalid_spec;
+use crate::runtime::bindings::docker::ContainerSpec;
+use crate::runtime::bindings::types::{Error, NetworkMode};
+
+/// Label keys the host sets on everything it creates; a plugin cannot set them.
+pub const LABEL_RUN_ID: &str = "io.agentgate.run-id";
+pub const LABEL_OWNER: &str = "io.agentgate.owner";
+pub const LABEL_CREATED: &str = "io.agentgate.created";
+
+/// The pids limit when the spec sets none: enough for any build, not for a fork bomb.
+pub const DEFAULT_PIDS: u32 = 4096;
+
+/// The environment variable through which the operator allows `network: host`.
+pub const HOST_NETWORK_GRANT: &str = "AGENTGATE_DOCKER_ALLOW_HOST_NETWORK";
+
+/// Host paths a container may never see, nor any folder that holds them.
+const FORBIDDEN_SOURCES: &[&str] = &["/proc", "/sys", "/dev", "/boot"];
+
+/// What the host decides on its own, outside the plugin's request.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub run_id: String,
+    /// `pid:<host pid>` of this agentgate.
+    pub owner: String,
+    /// RFC 3339 time of creation.
+    pub created: String,
+    /// `uid:gid` of the invoking user, for containers whose spec names no user.
+    pub invoking_user: String,
+    /// The operator allowed `network: host`.
+    pub allow_host_network: bool,
+    /// The engine's socket on this machine, when it is a local one.
+    pub engine_socket: Option<PathBuf>,
+}
+
+impl Policy {
+    pub fn for_run(run_id: &str) -> Policy {
+        // SAFETY: getuid/getgid have no preconditions.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        Policy {
+            run_id: run_id.to_string(),
+            owner: format!("pid:{}", std::process::id()),
+            created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            invoking_user: format!("{uid}:{gid}"),
+            allow_host_network: std::env::var(HOST_NETWORK_GRANT).is_ok_and(|v| v == "1"),
+            engine_socket: super::client::local_socket(),
+        }
+    }
+
+    /// The labels the host puts on everything it creates.
+    pub fn labels(&self) -> [(&'static str, String); 3] {
+        [
+            (LABEL_RUN_ID, self.run_id.clone()),
+            (LABEL_OWNER, self.owner.clone()),
+            (LABEL_CREATED, self.created.clone()),
+        ]
+    }
+}
+
+/// The engine's request for `spec` under `policy`: the name to create it with and
+/// its configuration.
+pub fn container_config(
+    spec: &ContainerSpec,
+    policy: &Policy,
+) -> Result<(Option<String>, ContainerCreateBody), Error> {
+    if spec.image.trim().is_empty() {
+        return Err(invalid_spec("image", "no image named"));
+    }
+    if !spec.workdir.starts_with('/') {
+        return Err(invalid_spec(
+            "workdir",
+            format!("`{}` must be an absolute path", spec.workdir),
+        ));
+    }
+    let env = spec
+        .env
+        .iter()
+        .enumerate()
+        .map(|(i, var)| {
+            if var.name.is_empty() || var.name.contains('=') || var.name.contains('\0') {
+                Err(invalid_spec(
+                    &format!("env[{i}].name"),
+                    format!("{:?} is not a valid variable name", var.name),
+                ))
+            } else {
+                Ok(format!("{}={}", var.name, var.value))
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mounts = spec
+        .mounts
+        .iter()
+        .enumerate()
+        .map(|(i, m)| bind_mount(i, &m.source, &m.target, m.readonly, policy))
+        .collect::<Result<Vec<_>, _>>()?;
+    let network = match spec.network {
+        NetworkMode::None => "none",
+        NetworkMode::Bridge => "bridge",
+        NetworkMode::Host if policy.allow_host_network => "host",
+        NetworkMode::Host => {
+            return Err(Error::Denied(format!(
+                "`network: host` shares the host's network with the agent, so the operator must \
+                 allow it: set {HOST_NETWORK_GRANT}=1 in agentgate's environment, or use \
+                 `network: bridge`"
+            )))
+        }
+    };
+    let mut labels: HashMap<String, String> = spec
+        .labels
+        .iter()
+        .filter(|l| !l.key.starts_with("io.agentgate."))
+        .map(|l| (l.key.clone(), l.value.clone()))
+        .collect();
+    labels.extend(policy.labels().map(|(k, v)| (k.to_string(), v)));
+
+    let r = &spec.resources;
+    let memory = r.memory_bytes.map(|m| i64::try_from(m).unwrap_or(i64::MAX));
+    let host_config = HostConfig {
+        nano_cpus: r.cpu_millicores.map(|m| i64::from(m) * 1_000_000),
+        memory,
+        // Swap no larger than the limit: memory + swap == memory.
+        memory_swap: memory,
+        pids_limit: Some(i64::from(r.pids.unwrap_or(DEFAULT_PIDS))),
+        storage_opt: r
+            .disk_bytes
+            .map(|d| HashMap::from([("size".to_string(), d.to_string())])),
+        cap_drop: Some(vec!["ALL".into()]),
+        security_opt: Some(vec!["no-new-privileges".into()]),
+        privileged: Some(false),
+        // tini as pid 1 reaps what the agent leaves behind.
+        init: Some(true),
+        network_mode: Some(network.into()),
+        mounts: Some(mounts),
+        ..Default::default()
+    };
+    let user = match &spec.user {
+        Some(user) => {
+            check_user(user)?;
+            user.clone()
+        }
+        None => policy.invoking_user.clone(),
+    };
+    let name = spec
+        .name
+        .as_ref()
+        .map(|n| container_name(&policy.run_id, n));
+    let body = ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        cmd: (!spec.command.is_empty()).then(|| spec.command.clone()),
+        env: Some(env),
+        working_dir: Some(spec.workdir.clone()),
+        user: Some(user),
+        labels: Some(labels),
+        network_disabled: Some(spec.network == NetworkMode::None),
+        host_config: Some(host_config),
+        ..Default::default()
+    };
+    Ok((name, body))
+}
+
+/// A bind mount of an existing host path that does not expose the host.
+fn bind_mount(
+    index: usize,
+    source: &str,
+    target: &str,
+    readonly: bool,
+    policy: &Policy,
+) -> Result<Mount, Error> {
+    let field = |f: &str| format!("mounts[{index}].{f}");
+    if !target.starts_with('/') || target.split('/').any(|c| c == "..") {
+        return Err(invalid_spec(
+            &field("target"),
+            format!("`{target}` must be an absolute path without `..`"),
+        ));
+    }
+    if !source.starts_with('/') {
+        return Err(invalid_spec(
+            &field("source"),
+            format!("`{source}` must be an absolute host path (`~` is expanded by the host)"),
+        ));
+    }
+    let real = std::fs::canonicalize(source).map_err(|e| {
+        invalid_spec(
+            &field("source"),
+            format!("`{source}` cannot be mounted: {e}; create it or fix the path"),
+        )
+    })?;
+    if let Some(reason) = exposes_host(&real, policy.engine_socket.as_deref()) {
+        return Err(Error::Denied(format!(
+            "mount `{source}` is refused: {reason}"
+        )));
+    }
+    Ok(Mount {
+        typ: Some(MountTypeEnum::BIND),
+        // The resolved path, so a symlink swapped after this check changes nothing.
+        source: Some(real.display().to_string()),
+        target: Some(target.to_string()),
+        read_only: Some(readonly),
+        ..Default::default()
+    })
+}
+
+/// Why mounting `real` (a canonical path) would hand the host to the agent.
+fn exposes_host(real: &Path, socket: Option<&Path>) -> Option<String> {
+    if real == Path::new("/") {
+        return Some("it is the host's root".into());
+    }
+    for forbidden in FORBIDDEN_SOURCES {
+        let forbidden = Path::new(forbidden);
+        if real.starts_with(forbidden) {
+            return Some(format!(
+                "it is inside {}, the host's kernel interfaces",
+                forbidden.display()
+            ));
+        }
+    }
+    let socket = socket?;
+    let socket = std::fs::canonicalize(socket).unwrap_or_else(|_| socket.to_path_buf());
+    socket.starts_with(real).then(|| {
+        format!(
+            "it holds the Docker engine's socket {}, which would give the agent the host",
+            socket.display()
+        )
+    })
+}
+
+/// `uid`, `uid:gid`, or a user name known to the image.
+fn check_user(user: &str) -> Result<(), Error> {
+    let ok = !user.is_empty()
+        && user.split(':').count() <= 2
+        && user.split(':').all(|p| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid_spec(
+            "user",
+            format!("`{user}` is not `uid`, `uid:gid` or a user name"),
+        ))
+    }
+}
+
+/// `agentgate-<run>-<name>`, in the characters Docker allows.
+fn container_name(run_id: &str, name: &str) -> String {
+    let clean: String = format!("agentgate-{run_id}-{name}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_.-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    clean.chars().take(200).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::bindings::types::{EnvVar, Label, Mount as SpecMount, Resources};
+
+    fn policy() -> Policy {
+        Policy {
+            run_id: "run-1".into(),
+            owner: "pid:42".into(),
+            created: "2026-01-01T00:00:00Z".into(),
+            invoking_user: "1000:1000".into(),
+            allow_host_network: false,
+            engine_socket: Some("/var/run/docker.sock".into()),
+        }
+    }
+
+    fn spec() -> ContainerSpec {
+        ContainerSpec {
+            image: "busybox".into(),
+            name: None,
+            command: vec!["sleep".into(), "infinity".into()],
+            env: vec![EnvVar {
+                name: "A".into(),
+                value: "1=2".into(),
+            }],
+            workdir: "/workspace".into(),
+            mounts: vec![],
+            network: NetworkMode::None,
+            resources: Resources {
+                cpu_millicores: Some(1500),
+                memory_bytes: Some(256 << 20),
+                disk_bytes: None,
+                pids: None,
+                timeout_ms: None,
+            },
+            labels: vec![Label {
+                key: LABEL_RUN_ID.into(),
+                value: "forged".into(),
+            }],
+            user: None,
+        }
+    }
+
+    #[test]
+    fn hardening_is_always_applied() {
+        let (_, body) = container_config(&spec(), &policy()).unwrap();
+        let host = body.host_config.unwrap();
+        assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(
+            host.security_opt,
+            Some(vec!["no-new-privileges".to_string()])
+        );
+        assert_eq!(host.privileged, Some(false));
+        assert_eq!(host.pids_limit, Some(i64::from(DEFAULT_PIDS)));
+        assert_eq!(host.nano_cpus, Some(1_500_000_000));
+        assert_eq!(host.memory, Some(256 << 20));
+        assert_eq!(host.memory_swap, host.memory);
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        assert_eq!(body.user.as_deref(), Some("1000:1000"));
+        assert_eq!(body.env, Some(vec!["A=1=2".to_string()]));
+        let labels = body.labels.unwrap();
+        assert_eq!(labels[LABEL_RUN_ID], "run-1", "a plugin cannot forge it");
+        assert_eq!(labels[LABEL_OWNER], "pid:42");
+        assert!(labels.contains_key(LABEL_CREATED));
+    }
+
+    #[test]
+    fn host_network_needs_the_operators_grant() {
+        let mut s = spec();
+        s.network = NetworkMode::Host;
+        assert!(matches!(
+            container_config(&s, &policy()),
+            Err(Error::Denied(m)) if m.contains(HOST_NETWORK_GRANT)
+        ));
+        let mut granted = policy();
+        granted.allow_host_network = true;
+        let (_, body) = container_config(&s, &granted).unwrap();
+        assert_eq!(
+            body.host_config.unwrap().network_mode.as_deref(),
+            Some("host")
+        );
+    }
+
+    #[test]
+    fn mounts_must_exist_and_must_not_expose_the_host() {
+        let dir = tempfile::tempdir().unwrap();
+        let mount = |source: &str| SpecMount {
+            source: source.into(),
+            target: "/data".into(),
+            readonly: true,
+        };
+        let mut s = spec();
+        s.mounts = vec![mount(&dir.path().display().to_string())];
+        let (_, body) = container_config(&s, &policy()).unwrap();
+        let mounts = body.host_config.unwrap().mounts.unwrap();
+        assert_eq!(mounts[0].read_only, Some(true));
+        assert_eq!(mounts[0].typ, Some(MountTypeEnum::BIND));
+
+        s.mounts = vec![mount(&dir.path().join("absent").display().to_string())];
+        assert!(matches!(
+            container_config(&s, &policy()),
+            Err(Error::InvalidSpec(f)) if f.path == "mounts[0].source" && f.message.contains("absent")
+        ));
+        for exposing in ["/", "/proc", "/sys/fs/cgroup"] {
+            s.mounts = vec![mount(exposing)];
+            assert!(
+                matches!(container_config(&s, &policy()), Err(Error::Denied(_))),
+                "{exposing}"
+            );
+        }
+        // A folder holding the engine's socket is the host.
+        let socket_dir = tempfile::tempdir().unwrap();
+        let socket = socket_dir.path().join("run/docker.sock");
+        std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+        std::fs::write(&socket, "").unwrap();
+        let mut p = policy();
+        p.engine_socket = Some(socket.clone());
+        s.mounts = vec![mount(&socket_dir.path().display().to_string())];
+        assert!(matches!(container_config(&s, &p), Err(Error::Denied(m)) if m.contains("socket")));
+        s.mounts = vec![mount(&socket.display().to_string())];
+        assert!(matches!(container_config(&s, &p), Err(Error::Denied(_))));
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let mut s = spec();
+        s.workdir = "work".into();
+        assert!(
+            matches!(container_config(&s, &policy()), Err(Error::InvalidSpec(f)) if f.path == "workdir")
+        );
+        let mut s = spec();
+        s.env[0].name = "A=B".into();
+        assert!(
+            matches!(container_config(&s, &policy()), Err(Error::InvalidSpec(f)) if f.path == "env[0].name")
+        );
+        let mut s = spec();
+        s.user = Some("0:0:0".into());
+        assert!(
+            matches!(container_config(&s, &policy()), Err(Error::InvalidSpec(f)) if f.path == "user")
+        );
+        let mut s = spec();
+        s.name = Some("my box!".into());
+        assert_eq!(
+            container_config(&s, &policy()).unwrap().0.as_deref(),
+            Some("agentgate-run-1-my-box-")
+        );
+    }
+}

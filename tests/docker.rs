@@ -1,0 +1,458 @@
+//! The `docker` sandbox on a real Docker engine, against an agent that tries to get out.
+//!
+//! Each test runs the real `agentgate` binary with `sandbox.provider: docker` and a
+//! small image built once per test binary `FROM scratch` with Debian's
+//! `busybox-static` (no registry is reachable here). The agent is a shell script run
+//! by the `command` driver; it reads its limits from its own cgroup files and attacks
+//! what it was given. After every run the test asserts that no container or volume
+//! carrying the run's label is left. Tests run in parallel: each run has its own
+//! AGENTGATE_HOME and run id, and every check filters on that run id.
+//!
+//! Under `CI=true` a missing or unreachable engine fails every test; elsewhere each
+//! test says loudly that it was skipped.
+
+mod support;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use support::{eventually, processes_with_arg, shell_agent, stderr, task_spec, Home};
+
+/// The test image: busybox only, built once per test binary.
+const IMAGE: &str = "agentgate-test/busybox:1";
+
+/// Whether the engine answers and the test image exists; builds it the first time.
+fn docker_ready() -> bool {
+    static READY: OnceLock<Result<(), String>> = OnceLock::new();
+    let ready = READY.get_or_init(|| {
+        let info = Command::new("docker")
+            .args(["info", "--format", "{{.ServerVersion}}"])
+            .output();
+        match info {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => return Err(format!("`docker info` failed: {}", stderr(&out))),
+            Err(e) => return Err(format!("cannot run `docker`: {e}")),
+        }
+        build_image()
+    });
+    match ready {
+        Ok(()) => true,
+        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true and the Docker engine is not usable: {why}")
+        }
+        Err(why) => {
+            eprintln!(
+                "\n!!!!! SKIPPED: this test needs a running Docker engine ({why}); \
+                 start dockerd and rerun !!!!!\n"
+            );
+            false
+        }
+    }
+}
+
+fn build_image() -> Result<(), String> {
+    let present = Command::new("docker")
+        .args(["image", "inspect", IMAGE])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if present.status.success() {
+        return Ok(());
+    }
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+        .ok_or("busybox is not installed (apt-get install busybox-static)")?;
+    let context = tempfile::tempdir().map_err(|e| e.to_string())?;
+    std::fs::copy(busybox, context.path().join("busybox")).map_err(|e| e.to_string())?;
+    std::fs::write(
+        context.path().join("Dockerfile"),
+        "FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let out = Command::new("docker")
+        .args(["build", "-q", "-t", IMAGE])
+        .arg(context.path())
+        .env("DOCKER_BUILDKIT", "0")
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("building {IMAGE} failed: {}", stderr(&out)))
+    }
+}
+
+/// A `local` workspace in a `docker` sandbox with extra `sandbox` lines.
+fn in_docker(workspace: &Path, readonly: bool, sandbox_extra: &str, agent: &str) -> String {
+    format!(
+        "workspace:\n  source: local\n  path: {}\n  readonly: {readonly}\nsandbox:\n  provider: docker\n  image: {IMAGE}\n{}{agent}",
+        workspace.display(),
+        support::indent(sandbox_extra, 2)
+    )
+}
+
+/// Runs `agent` in a docker sandbox; returns the home (for its logs and result).
+fn run(workspace: &Path, readonly: bool, sandbox_extra: &str, agent_script: &str) -> Home {
+    let home = Home::new();
+    let output = home.run_spec(&task_spec(
+        "docker",
+        "contain me",
+        &in_docker(
+            workspace,
+            readonly,
+            sandbox_extra,
+            &shell_agent(agent_script),
+        ),
+    ));
+    // Whatever the outcome, the run must leave nothing behind.
+    assert_nothing_left(&home);
+    let _ = output;
+    home
+}
+
+/// No container or volume of the home's run is left on the engine.
+fn assert_nothing_left(home: &Home) {
+    let run_id = home.result()["runId"].as_str().unwrap().to_string();
+    let filter = format!("label=io.agentgate.run-id={run_id}");
+    for kind in [&["ps", "-a", "-q"][..], &["volume", "ls", "-q"][..]] {
+        let out = Command::new("docker")
+            .args(kind)
+            .args(["--filter", &filter])
+            .output()
+            .unwrap();
+        let left = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(left.trim().is_empty(), "docker {kind:?} left: {left}");
+    }
+}
+
+#[test]
+fn limits_environment_workdir_and_ownership_are_as_specified() {
+    if !docker_ready() {
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let home = run(
+        workspace.path(),
+        false,
+        "resources:\n  cpu: 0.5\n  memory: 64Mi\nenvironment:\n  FROM_SPEC: yes-please\nworkdir: /work\noptions:\n  pids: 77\n",
+        "cg=/sys/fs/cgroup\n\
+         if [ -f $cg/memory.max ]; then echo mem=$(cat $cg/memory.max) swap=$(cat $cg/memory.swap.max) pids=$(cat $cg/pids.max) cpu=\"$(cat $cg/cpu.max)\";\n\
+         else echo mem=$(cat $cg/memory/memory.limit_in_bytes) swap=$(cat $cg/memory/memory.memsw.limit_in_bytes 2>/dev/null || echo none) pids=$(cat $cg/pids/pids.max) cpu=\"$(cat $cg/cpu/cpu.cfs_quota_us) $(cat $cg/cpu/cpu.cfs_period_us)\"; fi\n\
+         echo pwd=$(pwd)\n\
+         env | sort | sed 's/^/env:/'\n\
+         grep CapEff /proc/self/status\n\
+         grep NoNewPrivs /proc/self/status\n\
+         echo written > made-by-agent.txt\n\
+         echo done",
+    );
+    let result = home.result();
+    let stdout = home.log("stdout.log");
+    assert_eq!(result["status"], "succeeded", "{result:#}\n{stdout}");
+    assert!(stdout.contains("mem=67108864"), "{stdout}");
+    assert!(stdout.contains("pids=77"), "{stdout}");
+    assert!(
+        stdout.contains("cpu=\"50000 100000\"") || stdout.contains("cpu=50000 100000"),
+        "{stdout}"
+    );
+    // No swap beyond the memory limit (v1 shows memory+swap, v2 the swap alone).
+    assert!(
+        stdout.contains("swap=67108864")
+            || stdout.contains("swap=0")
+            || stdout.contains("swap=none"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("pwd=/work"), "{stdout}");
+    assert!(stdout.contains("CapEff:\t0000000000000000"), "{stdout}");
+    assert!(stdout.contains("NoNewPrivs:\t1"), "{stdout}");
+    let env: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("env:"))
+        .filter(|l| !l.starts_with("PWD=") && !l.starts_with("SHLVL="))
+        .collect();
+    assert!(env.contains(&"FROM_SPEC=yes-please"), "{env:?}");
+    assert!(env.contains(&"HOME=/home/agent"), "{env:?}");
+    assert!(
+        !env.iter().any(|l| l.starts_with("HOST_ONLY_SECRET")),
+        "the host's environment leaked: {env:?}"
+    );
+    let made = workspace.path().join("made-by-agent.txt");
+    assert_eq!(std::fs::read_to_string(&made).unwrap(), "written\n");
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    assert_eq!(std::fs::metadata(&made).unwrap().uid(), uid);
+    let usage = &result["sandbox"]["resourceUsage"];
+    assert!(usage["memoryMB"].is_number(), "{result:#}");
+    assert_eq!(result["sandbox"]["provider"], "docker");
+    assert_eq!(
+        result["sandbox"]["containerId"], result["sandbox"]["id"],
+        "{result:#}"
+    );
+}
+
+#[test]
+fn a_memory_hog_is_oom_killed_and_the_run_says_so() {
+    if !docker_ready() {
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let home = run(
+        workspace.path(),
+        false,
+        "resources:\n  memory: 32Mi\n",
+        "x=$(head -c 200000000 /dev/zero | tr '\\0' a)\necho survived",
+    );
+    let result = home.result();
+    assert_eq!(result["status"], "failed", "{result:#}");
+    let error = result["error"].as_str().unwrap_or_default();
+    assert!(error.contains("OOMKilled"), "{result:#}");
+    assert_eq!(
+        result["sandbox"]["resourceUsage"]["oomKilled"], true,
+        "{result:#}"
+    );
+    assert!(
+        home.log("events.ndjson").contains("OOMKilled"),
+        "no OOM event: {}",
+        home.log("events.ndjson")
+    );
+    assert!(!home.log("stdout.log").contains("survived"));
+}
+
+#[test]
+fn a_timeout_kills_the_sleeping_agent_and_nothing_of_it_is_left() {
+    if !docker_ready() {
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let marker = "3581";
+    let home = run(
+        workspace.path(),
+        false,
+        "resources:\n  timeout: 3s\n",
+        &format!("sleep {marker} &\nsleep {marker}"),
+    );
+    let result = home.result();
+    assert_eq!(result["status"], "timedOut", "{result:#}");
+    assert!(
+        eventually(10, || processes_with_arg(marker).is_empty()),
+        "sleepers survived: {:?}",
+        processes_with_arg(marker)
+    );
+}
+
+#[test]
+fn a_fork_bomb_stops_at_the_pids_limit() {
+    if !docker_ready() {
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let home = run(
+        workspace.path(),
+        false,
+        "resources:\n  timeout: 60s\noptions:\n  pids: 40\n",
+        // An inner shell forks until it dies of a failed fork; the outer one then
+        // uses only builtins, since a fork would fail for it too.
+        "sh -c 'i=0; while [ $i -lt 200 ]; do sleep 4242 >/dev/null 2>&1 & i=$((i+1)); done'\n\
+         f=/sys/fs/cgroup/pids.current; [ -f $f ] || f=/sys/fs/cgroup/pids/pids.current\n\
+         read n < $f; echo running=$n",
+    );
+    let stdout = home.log("stdout.log");
+    let running: u32 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("running="))
+        .unwrap_or_else(|| panic!("no count: {stdout}\n{}", home.log("stderr.log")))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(running > 10 && running <= 40, "running={running}");
+    assert!(
+        home.log("stderr.log").contains("fork") || home.log("stderr.log").contains("Resource"),
+        "{}",
+        home.log("stderr.log")
+    );
+}
+
+#[test]
+fn network_none_leaves_only_loopback_and_bridge_gives_eth0() {
+    if !docker_ready() {
+        return;
+    }
+    for (network, expected) in [("none", vec!["lo"]), ("bridge", vec!["eth0", "lo"])] {
+        let workspace = tempfile::tempdir().unwrap();
+        let home = run(
+            workspace.path(),
+            false,
+            &format!("network: {network}\n"),
+            "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort",
+        );
+        let stdout = home.log("stdout.log");
+        let interfaces: Vec<&str> = stdout
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        assert_eq!(interfaces, expected, "network: {network}");
+    }
+}
+
+#[test]
+fn host_network_is_refused_without_the_operators_grant() {
+    if !docker_ready() {
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let home = run(workspace.path(), false, "network: host\n", "echo ran");
+    let result = home.result();
+    assert_ne!(result["status"], "succeeded", "{result:#}");
+    let error = result["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("AGENTGATE_DOCKER_ALLOW_HOST_NETWORK"),
+        "{result:#}"
+    );
+    assert!(!home.log("stdout.log").contains("ran"));
+}
+
+#[test]
+fn root_in_the_container_cannot_write_readonly_mounts_or_reach_the_engine() {
+    if !docker_ready() {
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("keep.txt"), "original").unwrap();
+    let extra = tempfile::tempdir().unwrap();
+    std::fs::write(extra.path().join("data.txt"), "data").unwrap();
+    let home = run(
+        workspace.path(),
+        true,
+        &format!(
+            "options:\n  user: \"0:0\"\nmounts:\n  - source: {}\n    target: /data\n    readonly: true\n",
+            extra.path().display()
+        ),
+        "id -u\n\
+         echo evil > keep.txt 2>/dev/null && echo WROTE-WORKSPACE\n\
+         echo evil > /data/data.txt 2>/dev/null && echo WROTE-MOUNT\n\
+         mount -o remount,rw /workspace 2>/dev/null && echo REMOUNTED\n\
+         mount -o remount,rw /data 2>/dev/null && echo REMOUNTED\n\
+         umount /data 2>/dev/null && echo UNMOUNTED\n\
+         ls -la /var/run/docker.sock /run/docker.sock 2>/dev/null && echo SOCKET\n\
+         echo attack-done",
+    );
+    let stdout = home.log("stdout.log");
+    assert!(stdout.starts_with("0\n"), "not root inside: {stdout}");
+    assert!(stdout.contains("attack-done"), "{stdout}");
+    for success in [
+        "WROTE-WORKSPACE",
+        "WROTE-MOUNT",
+        "REMOUNTED",
+        "UNMOUNTED",
+        "SOCKET",
+    ] {
+        assert!(!stdout.contains(success), "{success}: {stdout}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("keep.txt")).unwrap(),
+        "original"
+    );
+    assert_eq!(
+        std::fs::read_to_string(extra.path().join("data.txt")).unwrap(),
+        "data"
+    );
+}
+
+#[test]
+fn mounting_the_engines_socket_is_refused() {
+    if !docker_ready() {
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let home = run(
+        workspace.path(),
+        false,
+        "mounts:\n  - source: /var/run\n    target: /hostrun\n    readonly: true\n",
+        "ls /hostrun",
+    );
+    let result = home.result();
+    assert_ne!(result["status"], "succeeded", "{result:#}");
+    assert!(
+        result["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("socket"),
+        "{result:#}"
+    );
+}
+
+#[test]
+fn exec_output_is_demultiplexed_byte_for_byte() {
+    if !docker_ready() {
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    // Large, interleaved writes: frames far bigger than one read, split across reads.
+    let home = run(
+        workspace.path(),
+        false,
+        "",
+        "i=0; while [ $i -lt 20 ]; do head -c 30000 /dev/zero | tr '\\0' o; head -c 7000 /dev/zero | tr '\\0' e >&2; i=$((i+1)); done",
+    );
+    let stdout = std::fs::read(home.run_folder().join("stdout.log")).unwrap();
+    let stderr_log = std::fs::read(home.run_folder().join("stderr.log")).unwrap();
+    assert_eq!(stdout.len(), 600_000, "stdout length");
+    assert!(stdout.iter().all(|&b| b == b'o'));
+    assert_eq!(stderr_log.len(), 140_000, "stderr length");
+    assert!(stderr_log.iter().all(|&b| b == b'e'));
+}
+
+#[test]
+fn an_absent_image_that_cannot_be_pulled_is_named_in_the_error() {
+    if !docker_ready() {
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let home = Home::new();
+    let spec = task_spec(
+        "absent",
+        "nothing",
+        &format!(
+            "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: docker\n  image: agentgate-test/absent:never\n{}",
+            workspace.path().display(),
+            shell_agent("echo ran")
+        ),
+    );
+    let output = home.run_spec(&spec);
+    assert!(!output.status.success());
+    let result = home.result();
+    let error = result["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("agentgate-test/absent:never") && error.contains("docker load"),
+        "{result:#}"
+    );
+    assert_nothing_left(&home);
+}
+
+#[test]
+fn sigterm_removes_the_container() {
+    if !docker_ready() {
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let home = Home::new();
+    let mut child = home.spawn_run(&task_spec(
+        "term",
+        "wait",
+        &in_docker(workspace.path(), false, "", &shell_agent("sleep 3582")),
+    ));
+    assert!(
+        eventually(60, || !processes_with_arg("3582").is_empty()),
+        "the agent never started"
+    );
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(home.result()["status"], "cancelled");
+    assert_nothing_left(&home);
+    assert!(eventually(10, || processes_with_arg("3582").is_empty()));
+}
