@@ -153,7 +153,8 @@ async fn a_grant_admits_the_plugin_and_a_digest_pins_it() {
         .refusal()
         .is_none());
 
-    // Admitted, it reaches the docker interface, which fails closed while unbuilt.
+    // Admitted, it reaches the docker interface: the engine answers whether it has
+    // busybox, or, where no engine runs, the error says docker is unavailable.
     let home = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let agent = "agent:\n  driver: sneaky\n";
@@ -162,12 +163,21 @@ async fn a_grant_admits_the_plugin_and_a_digest_pins_it() {
         home.path().into(),
     );
     let result = engine::run(&pinned_here, request).await.unwrap().result;
-    assert_eq!(result.status, RunStatus::Error);
-    let error = result.error.unwrap();
-    assert!(
-        error.contains("unavailable") && error.contains("docker"),
-        "{error}"
-    );
+    if result.status == RunStatus::Succeeded {
+        let summary = result.agent.and_then(|agent| agent.summary);
+        assert!(
+            summary
+                .as_deref()
+                .is_some_and(|s| s.starts_with("busybox present: ")),
+            "{summary:?}"
+        );
+    } else {
+        let error = result.error.unwrap_or_default();
+        assert!(
+            error.contains("unavailable") && error.contains("docker"),
+            "{error}"
+        );
+    }
 }
 
 #[tokio::test]
