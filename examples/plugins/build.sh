@@ -49,6 +49,11 @@ fi
 # name, language, world, source directory, entry
 build() {
     local name=$1 lang=$2 world=$3 dir=$here/$4 entry=$5
+    # Up to date when newer than its sources, the WIT and this script.
+    if [ -f "$out/$name.wasm" ] && [ -z "$(find "$dir" "$wit" "$here/build.sh" -newer "$out/$name.wasm" -type f | head -1)" ]; then
+        echo "build.sh: $name is up to date" >&2
+        return
+    fi
     echo "build.sh: $name ($lang, world $world)" >&2
     case $lang in
         python)
