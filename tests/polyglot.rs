@@ -154,7 +154,13 @@ fn modified_paths(result: &serde_json::Value) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| format!("{} {}", f["change"].as_str().unwrap(), f["path"].as_str().unwrap()))
+        .map(|f| {
+            format!(
+                "{} {}",
+                f["change"].as_str().unwrap(),
+                f["path"].as_str().unwrap()
+            )
+        })
         .collect()
 }
 
@@ -288,7 +294,15 @@ fn each_component_imports_only_what_it_uses() {
         let (home, plugin_dir) = home_with(built, &[name]);
         let dir = plugin_dir.to_str().unwrap();
         let granted = grant(name);
-        let out = home.agentgate(&["plugins", "inspect", name, "--plugin-dir", dir, "--grant", &granted]);
+        let out = home.agentgate(&[
+            "plugins",
+            "inspect",
+            name,
+            "--plugin-dir",
+            dir,
+            "--grant",
+            &granted,
+        ]);
         assert!(out.status.success(), "{name}: {}", stderr(&out));
         let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(
@@ -301,12 +315,23 @@ fn each_component_imports_only_what_it_uses() {
 
         // Granting only `events` leaves the second capability missing: refused.
         let short = format!("{name}=events");
-        let out = home.agentgate(&["plugins", "inspect", name, "--plugin-dir", dir, "--grant", &short]);
+        let out = home.agentgate(&[
+            "plugins",
+            "inspect",
+            name,
+            "--plugin-dir",
+            dir,
+            "--grant",
+            &short,
+        ]);
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
         assert!(text.contains(caps[1]), "{name} with only events: {text}");
         if out.status.success() {
             let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            assert!(!info["refused"].is_null(), "{name} loaded with only events: {info}");
+            assert!(
+                !info["refused"].is_null(),
+                "{name} loaded with only events: {info}"
+            );
         }
     }
 }
