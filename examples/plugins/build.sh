@@ -46,9 +46,9 @@ if ! installed_js @bytecodealliance/jco "$JCO_VERSION" || ! installed_js @byteco
         "@bytecodealliance/jco@$JCO_VERSION" "@bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION")
 fi
 
-# name, language, world, source directory, entry
+# name, language, world, source directory, entry[, jco features to disable]
 build() {
-    local name=$1 lang=$2 world=$3 dir=$here/$4 entry=$5
+    local name=$1 lang=$2 world=$3 dir=$here/$4 entry=$5 disable=${6:-}
     # Up to date when newer than its sources, the WIT and this script.
     if [ -f "$out/$name.wasm" ] && [ -z "$(find "$dir" "$wit" "$here/build.sh" -newer "$out/$name.wasm" -type f | head -1)" ]; then
         echo "build.sh: $name is up to date" >&2
@@ -61,15 +61,19 @@ build() {
             # `print` reaches the run's plugins.log; `--stub-wasi` would drop them.
             (cd "$dir" && "$py" -d "$wit" -w "$world" componentize "$entry" -o "$out/$name.wasm.tmp") ;;
         javascript)
-            # `--disable all`: no wasi:http, clocks, random or stdio imports, so the
-            # component imports only its world's interfaces (and console.log goes nowhere).
-            (cd "$dir" && "$jco" componentize "$entry" --wit "$wit" -n "$world" --disable all -o "$out/$name.wasm.tmp" >/dev/null) ;;
+            # `disable` is the jco features to leave out. Both choices import no
+            # wasi:http (which this host does not link yet): `all` leaves only the world's
+            # own imports (and console.log goes nowhere); `http fetch-event` keeps stdio,
+            # clocks and random (WASI the host links granting nothing), so console.log
+            # reaches the run's plugins.log.
+            # shellcheck disable=SC2086 # $disable is a list of features
+            (cd "$dir" && "$jco" componentize "$entry" --wit "$wit" -n "$world" --disable $disable -o "$out/$name.wasm.tmp" >/dev/null) ;;
     esac
     mv "$out/$name.wasm.tmp" "$out/$name.wasm"
 }
 
 build py-shell   python     agent-driver             python/driver       app
 build py-sealed  python     process-sandbox-provider python/provider     app
-build js-shell   javascript agent-driver             javascript/driver   driver.js
-build js-sealed  javascript process-sandbox-provider javascript/provider provider.js
+build js-shell   javascript agent-driver             javascript/driver   driver.js   "http fetch-event"
+build js-sealed  javascript process-sandbox-provider javascript/provider provider.js all
 echo "build.sh: built py-shell, py-sealed, js-shell, js-sealed into $out" >&2

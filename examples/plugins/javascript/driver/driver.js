@@ -50,7 +50,9 @@ export const driver = {
       throw { tag: "invalid-spec", val: { path: "options.command", message: "is required" } };
     }
     const where = details();
-    emit({ tag: "log", val: ["info", `js-shell: running ${command[0]} in ${where.provider} sandbox ${where.id}`] });
+    // Goes to the run's plugins.log: built with `--disable http fetch-event`, the
+    // component keeps WASI stdio, which the host captures.
+    console.log(`js-shell: running ${command[0]} in ${where.provider} sandbox ${where.id}`);
     const execution = exec({
       argv: command,
       env: [{ name: "AGENTGATE_PROMPT", value: task.prompt }],
