@@ -12,11 +12,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${PROFILE:-dev}"
-out="target/polyglot-plugins"
+out="$PWD/target/polyglot-plugins"  # absolute: cargo bench runs in host/
 bash examples/plugins/build.sh "$out"
 # host/build.rs compiles the built-in plugins into target/plugins.
 cargo build --workspace -q
-rust="$(find target/plugins -path '*wasm32-wasip2/release/agent_command.wasm' | head -1)"
+rust="$(find "$PWD/target/plugins" -path '*wasm32-wasip2/release/agent_command.wasm' | head -1)"
 [ -n "$rust" ] || { echo "plugin_load.sh: agent_command.wasm not found under target/plugins" >&2; exit 1; }
 cargo bench --workspace -q --profile "$profile" --bench plugin_load -- \
     "rust agent-command=$rust" "python py-shell=$out/py-shell.wasm" "javascript js-shell=$out/js-shell.wasm"
