@@ -7,14 +7,17 @@
 //! The components are built once per test binary. Without `python3 -m venv`, node or
 //! npm the tests skip with a loud message, except under `CI=true`, where that is a
 //! failure. A Python or JavaScript component takes seconds to compile, so the first
-//! test to need them warms one compile cache that every test's home starts from.
+//! test to need them warms a compile cache (`target/polyglot-home`, kept between runs,
+//! so unchanged builds compile once) that every test's home starts from.
 
 mod support;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use sha2::{Digest, Sha256};
 use support::{indent, repo_root, shell_agent, stderr, task_spec, Home};
 
 /// What each example plugin is, and the only capabilities its component may import.
@@ -28,7 +31,8 @@ const PLUGINS: [(&str, &[&str]); 4] = [
 struct Built {
     /// All four components.
     dir: PathBuf,
-    /// A compile cache holding all of them, for each test's home to start from.
+    /// A compile cache (`components` dir) holding all of them, for each test's home
+    /// to start from.
     cache: PathBuf,
 }
 
@@ -77,9 +81,17 @@ fn build() -> Option<Built> {
         status.success(),
         "examples/plugins/build.sh failed ({status})"
     );
-    // Load every component once, granted, so the compile cache holds all of them.
-    let warm = Home::new();
-    let mut args = vec!["plugins", "list", "--plugin-dir", dir.to_str().unwrap()];
+    // Load every component once, granted, so the compile cache holds all of them. The
+    // cache lives under target/, so later test runs skip compiling unchanged builds.
+    let warm_home = repo_root().join("target").join("polyglot-home");
+    let mut args = vec![
+        "plugins",
+        "list",
+        "--home",
+        warm_home.to_str().unwrap(),
+        "--plugin-dir",
+        dir.to_str().unwrap(),
+    ];
     let grants: Vec<String> = PLUGINS
         .iter()
         .map(|(name, caps)| format!("{name}={}", caps.join(",")))
@@ -87,11 +99,9 @@ fn build() -> Option<Built> {
     for grant in &grants {
         args.extend(["--grant", grant]);
     }
-    let out = warm.agentgate(&args);
+    let out = Home::new().agentgate(&args);
     assert!(out.status.success(), "{}", stderr(&out));
-    let cache = warm.dir.path().join("cache");
-    // The warm home lives as long as the test binary.
-    std::mem::forget(warm);
+    let cache = warm_home.join("cache").join("components");
     Some(Built { dir, cache })
 }
 
@@ -99,29 +109,27 @@ fn build() -> Option<Built> {
 /// in it holding only `plugins`.
 fn home_with(built: &Built, plugins: &[&str]) -> (Home, PathBuf) {
     let home = Home::new();
-    copy_dir(&built.cache, &home.dir.path().join("cache"));
+    let cache = home.dir.path().join("cache").join("components");
+    std::fs::create_dir_all(&cache).unwrap();
+    // The cache refuses a directory others may write to.
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
     let plugin_dir = home.dir.path().join("plugins");
     std::fs::create_dir(&plugin_dir).unwrap();
     for name in plugins {
         let file = format!("{name}.wasm");
         std::fs::copy(built.dir.join(&file), plugin_dir.join(&file)).unwrap();
-    }
-    (home, plugin_dir)
-}
-
-/// Copies a directory tree, keeping permissions (the cache refuses loose ones).
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    std::fs::set_permissions(to, std::fs::metadata(from).unwrap().permissions()).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
+        // Entries are named by the component's sha256; copy this build's only.
+        let digest = hex::encode(Sha256::digest(
+            std::fs::read(built.dir.join(&file)).unwrap(),
+        ));
+        for entry in std::fs::read_dir(&built.cache).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_name().to_string_lossy().starts_with(&digest) {
+                std::fs::copy(entry.path(), cache.join(entry.file_name())).unwrap();
+            }
         }
     }
+    (home, plugin_dir)
 }
 
 /// The grant flag for `name`: exactly the capabilities it is expected to import.
