@@ -17,7 +17,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 /// Cold compiles per plugin (a Python or JavaScript one takes seconds).
 const COMPILES: usize = 3;
 /// Cached loads and instantiations per plugin.
-const REPEATS: usize = 20;
+const REPEATS: usize = 10;
 
 struct State {
     wasi: WasiCtx,
@@ -82,11 +82,15 @@ fn measure(engine: &Engine, label: &str, path: &str) -> Row {
     // WASI as the host links it; the agentgate host interfaces as traps, since
     // instantiating calls none of them (the host's own are async functions of its state).
     let mut linker = Linker::<State>::new(engine);
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).expect("wasi");
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).expect("wasi");
     linker
         .define_unknown_imports_as_traps(&component)
         .expect("stubs");
     let pre = linker.instantiate_pre(&component).expect("instantiate_pre");
+    // Async like the host's stores; a current-thread runtime adds no thread hops.
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("tokio");
     let instantiate = median(
         (0..REPEATS)
             .map(|_| {
@@ -98,7 +102,9 @@ fn measure(engine: &Engine, label: &str, path: &str) -> Row {
                     },
                 );
                 store.set_epoch_deadline(u64::MAX / 2);
-                time(|| pre.instantiate(&mut store).expect("instantiate")).0
+                let (took, instance) = time(|| tokio.block_on(pre.instantiate_async(&mut store)));
+                instance.expect("instantiate");
+                took
             })
             .collect(),
     );
