@@ -58,7 +58,7 @@ struct Row {
     size: usize,
     compile: Duration,
     load: Duration,
-    instantiate: Duration,
+    instantiate: Option<Duration>,
 }
 
 fn measure(engine: &Engine, label: &str, path: &str) -> Row {
@@ -86,7 +86,22 @@ fn measure(engine: &Engine, label: &str, path: &str) -> Row {
     linker
         .define_unknown_imports_as_traps(&component)
         .expect("stubs");
-    let pre = linker.instantiate_pre(&component).expect("instantiate_pre");
+    // KNOWN ISSUE: with the traps above, `instantiate_pre` can fail to match a WASI
+    // import the host's own linker matches (`wasi:clocks/monotonic-clock@0.2.12`); the
+    // row then says n/a and the reason goes to stderr.
+    let pre = match linker.instantiate_pre(&component) {
+        Ok(pre) => pre,
+        Err(e) => {
+            eprintln!("plugin_load: {label}: cannot instantiate here: {e:#}");
+            return Row {
+                label: label.to_string(),
+                size: wasm.len(),
+                compile,
+                load,
+                instantiate: None,
+            };
+        }
+    };
     // Async like the host's stores; a current-thread runtime adds no thread hops.
     let tokio = tokio::runtime::Builder::new_current_thread()
         .build()
@@ -108,6 +123,7 @@ fn measure(engine: &Engine, label: &str, path: &str) -> Row {
             })
             .collect(),
     );
+    let instantiate = Some(instantiate);
     Row {
         label: label.to_string(),
         size: wasm.len(),
@@ -150,16 +166,19 @@ fn main() {
     println!("| --- | --- | --- | --- | --- |");
     for r in &rows {
         let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+        let instantiate = match (r.instantiate, base.instantiate) {
+            (Some(i), Some(b)) => format!("{} ({:.0}×)", ms(i), ratio(i, b)),
+            (Some(i), None) => ms(i),
+            _ => "n/a".to_string(),
+        };
         println!(
-            "| {} | {:.1} MB | {} ({:.0}×) | {} ({:.0}×) | {} ({:.0}×) |",
+            "| {} | {:.1} MB | {} ({:.0}×) | {} ({:.0}×) | {instantiate} |",
             r.label,
             r.size as f64 / 1e6,
             ms(r.compile),
             ratio(r.compile, base.compile),
             ms(r.load),
             ratio(r.load, base.load),
-            ms(r.instantiate),
-            ratio(r.instantiate, base.instantiate),
         );
     }
 }
