@@ -35,11 +35,12 @@ pub mod host {
     pub use agentgate::plugin::*;
 }
 
-/// The `workspace-source` world: export `describe` and `source`.
+/// Export `describe` and `source` (bindings of the `workspace-source-base` world; the
+/// host interfaces you call come from [`host`] and are imported only when called).
 #[cfg(feature = "workspace-source")]
 pub mod workspace_source {
     wit_bindgen::generate!({
-        world: "workspace-source",
+        world: "workspace-source-base",
         path: "../wit",
         runtime_path: "::agentgate_plugin_sdk::wit_bindgen::rt",
         pub_export_macro: true,
@@ -49,18 +50,16 @@ pub mod workspace_source {
         with: {
             "agentgate:plugin/types@0.1.0": crate::host::types,
             "agentgate:plugin/events@0.1.0": crate::host::events,
-            "agentgate:plugin/git@0.1.0": crate::host::git,
-            "agentgate:plugin/github@0.1.0": crate::host::github,
         },
     });
     pub use exports::agentgate::plugin::source;
 }
 
-/// The `sandbox-provider` world: export `describe` and `provider`.
+/// Export `describe` and `provider` (bindings of the `sandbox-provider-base` world).
 #[cfg(feature = "sandbox-provider")]
 pub mod sandbox_provider {
     wit_bindgen::generate!({
-        world: "sandbox-provider",
+        world: "sandbox-provider-base",
         path: "../wit",
         runtime_path: "::agentgate_plugin_sdk::wit_bindgen::rt",
         pub_export_macro: true,
@@ -70,28 +69,25 @@ pub mod sandbox_provider {
             "agentgate:plugin/types@0.1.0": crate::host::types,
             "agentgate:plugin/execution@0.1.0": crate::host::execution,
             "agentgate:plugin/events@0.1.0": crate::host::events,
-            "agentgate:plugin/process@0.1.0": crate::host::process,
-            "agentgate:plugin/docker@0.1.0": crate::host::docker,
         },
     });
     pub use exports::agentgate::plugin::provider;
 }
 
-/// The `agent-driver` world: export `describe` and `driver`.
+/// Export `describe` and `driver` (bindings of the `agent-driver-base` world).
 #[cfg(feature = "agent-driver")]
 pub mod agent_driver {
     wit_bindgen::generate!({
-        world: "agent-driver",
+        world: "agent-driver-base",
         path: "../wit",
         runtime_path: "::agentgate_plugin_sdk::wit_bindgen::rt",
         pub_export_macro: true,
         export_macro_name: "export_agent_driver",
         default_bindings_module: "::agentgate_plugin_sdk::agent_driver",
+        // No `execution` here: only `sandbox` (in `host`) uses it.
         with: {
             "agentgate:plugin/types@0.1.0": crate::host::types,
-            "agentgate:plugin/execution@0.1.0": crate::host::execution,
             "agentgate:plugin/events@0.1.0": crate::host::events,
-            "agentgate:plugin/sandbox@0.1.0": crate::host::sandbox,
         },
     });
     pub use exports::agentgate::plugin::driver;

@@ -3,6 +3,12 @@
 //! The `host` world generates every host interface once; the three plugin worlds reuse
 //! those types through `with`, so a value (an `execution`, an `error`) means the same
 //! Rust type whichever world it crosses.
+//!
+//! One binding per plugin kind is enough: the narrow worlds of `wit/worlds.wit`
+//! (`process-sandbox-provider`, `http-agent-driver`, ...) differ only in their imports,
+//! which the linker satisfies from `add_host_interfaces` and WASI, while these bindings
+//! only look up the exports (`describe` and the kind's interface), the same in every
+//! world of a kind. Which imports a plugin may have is decided by `runtime::grants`.
 
 mod generated {
     wasmtime::component::bindgen!({
