@@ -145,7 +145,7 @@ fn full_document_with_every_field() {
     assert_eq!(sandbox.network, Network::None);
     assert_eq!(sandbox.environment["RETRIES"], "3");
     assert_eq!(sandbox.workdir, "/src");
-    assert_eq!(sandbox.options["runtime"], "runsc");
+    assert_eq!(sandbox.options["pids"], 512);
 
     let agent = &execution.agent;
     assert_eq!(agent.max_tokens, 100_000);
