@@ -124,18 +124,18 @@ pub fn container_config(
         .enumerate()
         .map(|(i, m)| bind_mount(i, &m.source, &m.target, m.readonly, policy))
         .collect::<Result<Vec<_>, _>>()?;
-    let network = match spec.network {
-        NetworkMode::None => "none",
-        NetworkMode::Bridge => "bridge",
-        NetworkMode::Host if policy.allow_host_network => "host",
-        NetworkMode::Host => {
-            return Err(Error::Denied(format!(
+    let network =
+        match spec.network {
+            NetworkMode::None => "none",
+            NetworkMode::Bridge => "bridge",
+            NetworkMode::Host if policy.allow_host_network => "host",
+            NetworkMode::Host => return Err(Error::Denied(
                 "`network: host` shares the host's network with the agent, so the operator must \
-                 allow it with `docker: {{hostNetwork: true}}` in $AGENTGATE_HOME/grants.yaml; \
+                 allow it with `docker: {hostNetwork: true}` in $AGENTGATE_HOME/grants.yaml; \
                  or use `network: bridge`"
-            )))
-        }
-    };
+                    .into(),
+            )),
+        };
     let mut labels: HashMap<String, String> = spec
         .labels
         .iter()
