@@ -95,6 +95,7 @@ pub mod agent_driver {
 
 pub mod error;
 pub mod events;
+pub mod home;
 pub mod options;
 pub mod output;
 pub mod paths;
