@@ -26,10 +26,11 @@ use support::{repo_root, task_spec};
 const API_KEY: &str = "sk-ant-api03-test-key-must-not-leak-0123456789";
 const OAUTH_TOKEN: &str = "sk-ant-oat01-test-token-must-not-leak-9876543210";
 const OPENAI_KEY: &str = "sk-proj-test-key-must-not-leak-abcdef012345";
-/// Where the CLIs' `node_modules` appears in the sandbox.
+/// Where `target/agent-clis` (the npm prefix; Node resolves Codex's platform package
+/// through its `node_modules`) appears in the sandbox.
 const CLIS_IN_SANDBOX: &str = "/opt/agent-clis";
 
-/// `target/agent-clis/node_modules` with both CLIs at the pinned versions, installed on
+/// `target/agent-clis`, with both CLIs at the pinned versions in `node_modules`, installed on
 /// first use; `None` (after a loud message) when npm is missing outside CI.
 fn clis() -> Option<&'static Path> {
     static CLIS: OnceLock<Option<PathBuf>> = OnceLock::new();
@@ -64,7 +65,7 @@ fn install_clis() -> Option<PathBuf> {
             }
         }
     }
-    Some(modules)
+    Some(dir)
 }
 
 macro_rules! require_clis {
@@ -99,7 +100,7 @@ impl Run {
         let mounts = clis
             .map(|dir| {
                 format!(
-                    "  mounts:\n    - source: {}\n      target: {CLIS_IN_SANDBOX}\n      readonly: true\n  environment:\n    PATH: {CLIS_IN_SANDBOX}/.bin:/usr/local/bin:/usr/bin:/bin\n",
+                    "  mounts:\n    - source: {}\n      target: {CLIS_IN_SANDBOX}\n      readonly: true\n  environment:\n    PATH: {CLIS_IN_SANDBOX}/node_modules/.bin:/usr/local/bin:/usr/bin:/bin\n",
                     dir.display()
                 )
             })
@@ -177,9 +178,16 @@ impl Run {
     }
 }
 
+/// What a failed assertion shows: exit code, stderr, the agent's logs and the result.
 fn describe(output: &Output, run: &Run) -> String {
+    let logs: String = run
+        .folder_text()
+        .into_iter()
+        .filter(|(path, _)| path.extension().is_some_and(|e| e == "log"))
+        .map(|(path, text)| format!("--- {}\n{text}\n", path.display()))
+        .collect();
     format!(
-        "exit {:?}\nstderr:\n{}\nresult:\n{}",
+        "exit {:?}\nstderr:\n{}\n{logs}result:\n{}",
         output.status.code(),
         String::from_utf8_lossy(&output.stderr),
         std::fs::read_to_string(run.folder().join("result.json")).unwrap_or_default()
@@ -546,6 +554,7 @@ fn codex_401_fails_clearly() {
         &[("OPENAI_API_KEY", OPENAI_KEY)],
     );
     assert!(!output.status.success());
+    assert!(!server.requests().is_empty(), "{}", describe(&output, &run));
     let result = run.result();
     assert_eq!(result["agent"]["success"], false, "{result:#}");
     let summary = result["agent"]["summary"].as_str().unwrap();
