@@ -79,7 +79,7 @@ macro_rules! require_clis {
 
 /// One `agentgate run` with its own AGENTGATE_HOME and workspace.
 struct Run {
-    home: tempfile::TempDir,
+    home: support::Home,
     workspace: tempfile::TempDir,
 }
 
@@ -89,7 +89,7 @@ impl Run {
         std::fs::write(workspace.path().join("README.md"), "# demo\n").unwrap();
         std::fs::write(workspace.path().join("main.py"), "print('hi')\n").unwrap();
         Run {
-            home: tempfile::tempdir().unwrap(),
+            home: support::Home::new(),
             workspace,
         }
     }
@@ -113,13 +113,16 @@ impl Run {
 
     /// Runs `agentgate run` with `secrets` exported and passed by `--secret-env`.
     fn run(&self, execution: &str, secrets: &[(&str, &str)]) -> Output {
-        let spec = self.home.path().join("task.yaml");
-        std::fs::write(&spec, task_spec("cli-agent", "Tidy up this project.", execution))
-            .unwrap();
+        let spec = self.home.dir.path().join("task.yaml");
+        std::fs::write(
+            &spec,
+            task_spec("cli-agent", "Tidy up this project.", execution),
+        )
+        .unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_agentgate"));
         command
             .args(["run", spec.to_str().unwrap()])
-            .env("AGENTGATE_HOME", self.home.path())
+            .env("AGENTGATE_HOME", self.home.dir.path())
             .env_remove("AGENTGATE_PLUGIN_PATH")
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OPENAI_API_KEY");
@@ -130,17 +133,11 @@ impl Run {
     }
 
     fn folder(&self) -> PathBuf {
-        let runs: Vec<_> = std::fs::read_dir(self.home.path().join("runs"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        assert_eq!(runs.len(), 1, "{runs:?}");
-        runs[0].clone()
+        self.home.run_folder()
     }
 
     fn result(&self) -> Value {
-        let text = std::fs::read_to_string(self.folder().join("result.json")).unwrap();
-        serde_json::from_str(&text).unwrap()
+        self.home.result()
     }
 
     fn events(&self) -> Vec<Value> {
@@ -203,11 +200,16 @@ fn events_of(events: &[Value], kind: &str) -> Vec<Value> {
         .collect()
 }
 
-fn claude_agent(driver: &str, options: &str) -> String {
+/// An `agent` section for `driver` with `model` and `options` (YAML, unindented).
+fn agent_yaml(driver: &str, model: &str, options: &str) -> String {
     format!(
-        "agent:\n  driver: {driver}\n  model: claude-sonnet-4-5\n  options:\n{}",
+        "agent:\n  driver: {driver}\n  model: {model}\n  options:\n{}",
         support::indent(options, 4)
     )
+}
+
+fn claude_agent(driver: &str, options: &str) -> String {
+    agent_yaml(driver, "claude-sonnet-4-5", options)
 }
 
 #[test]
@@ -229,7 +231,10 @@ fn claude_code_api_completes_a_tool_session_and_reports_cost_turns_session() {
             "3m",
             &claude_agent("claude-code-api", "maxRetries: 0"),
         ),
-        &[("ANTHROPIC_API_KEY", API_KEY), ("ANTHROPIC_BASE_URL", &server.url())],
+        &[
+            ("ANTHROPIC_API_KEY", API_KEY),
+            ("ANTHROPIC_BASE_URL", &server.url()),
+        ],
     );
     assert!(output.status.success(), "{}", describe(&output, &run));
 
@@ -244,8 +249,16 @@ fn claude_code_api_completes_a_tool_session_and_reports_cost_turns_session() {
         .flat_map(anthropic::tool_results)
         .map(|(_, text)| text)
         .collect();
-    assert!(results.iter().any(|r| r.contains("main.py") && r.contains("README.md")), "{results:?}");
-    assert!(results.iter().any(|r| r.contains("1 NOTES.md")), "{results:?}");
+    assert!(
+        results
+            .iter()
+            .any(|r| r.contains("main.py") && r.contains("README.md")),
+        "{results:?}"
+    );
+    assert!(
+        results.iter().any(|r| r.contains("1 NOTES.md")),
+        "{results:?}"
+    );
     assert_eq!(server.scripted_requests(), 4);
     assert_eq!(requests[0].query.as_deref(), Some("beta=true"));
     assert_eq!(requests[0].header("x-api-key"), Some(API_KEY));
@@ -256,7 +269,10 @@ fn claude_code_api_completes_a_tool_session_and_reports_cost_turns_session() {
     assert_eq!(agent["success"], true, "{result:#}");
     assert!(agent["turns"].as_u64().unwrap() >= 4, "{agent:#}");
     assert!(!agent["sessionId"].as_str().unwrap().is_empty());
-    assert!(agent["usage"]["costUsd"].as_f64().unwrap() > 0.0, "{agent:#}");
+    assert!(
+        agent["usage"]["costUsd"].as_f64().unwrap() > 0.0,
+        "{agent:#}"
+    );
     assert!(agent["usage"]["inputTokens"].as_u64().unwrap() >= 4 * anthropic::INPUT_TOKENS);
     assert_eq!(agent["summary"], "Done: added NOTES.md.");
     let changed = result["modifiedFiles"].to_string();
@@ -267,7 +283,9 @@ fn claude_code_api_completes_a_tool_session_and_reports_cost_turns_session() {
     let results = events_of(&events, "toolResult").len();
     assert!(calls >= 3 && results >= 3, "{events:#?}");
     assert!(!events_of(&events, "agentMessage").is_empty());
-    assert!(events.iter().any(|e| e.to_string().contains("started session")));
+    assert!(events
+        .iter()
+        .any(|e| e.to_string().contains("started session")));
 
     run.assert_absent_from_folder(API_KEY);
 }
@@ -275,15 +293,20 @@ fn claude_code_api_completes_a_tool_session_and_reports_cost_turns_session() {
 #[test]
 fn claude_code_subscription_passes_the_token_and_never_the_api_key() {
     let clis = require_clis!();
-    let server = AnthropicServer::start(vec![Reply::bash("env | sort"), Reply::text("ok")]);
+    let server = AnthropicServer::start(vec![
+        Reply::bash("env | sort; cat \"$HOME/.agentgate/claude-mcp.json\""),
+        Reply::text("ok"),
+    ]);
     let run = Run::new();
     let options = format!("maxRetries: 0\nbaseUrl: {}", server.url());
+    // An MCP server that never answers; Claude Code goes on without it. Its config must
+    // land in the sandbox's private HOME, not the workspace.
+    let agent = format!(
+        "{}  mcpServers:\n    probe-server:\n      command: sleep\n      args: [\"1\"]\n",
+        claude_agent("claude-code-subscription", &options)
+    );
     let output = run.run(
-        &run.execution(
-            Some(clis),
-            "3m",
-            &claude_agent("claude-code-subscription", &options),
-        ),
+        &run.execution(Some(clis), "3m", &agent),
         &[
             ("ANTHROPIC_API_KEY", API_KEY),
             ("CLAUDE_CODE_OAUTH_TOKEN", OAUTH_TOKEN),
@@ -307,6 +330,8 @@ fn claude_code_subscription_passes_the_token_and_never_the_api_key() {
         .map(|(_, text)| text)
         .collect();
     assert!(env_output.contains("HOME="), "{env_output}");
+    assert!(env_output.contains("\"probe-server\""), "{env_output}");
+    assert_eq!(run.result()["modifiedFiles"], serde_json::json!([]));
     assert!(!env_output.contains("ANTHROPIC_API_KEY"), "{env_output}");
     assert!(!env_output.contains(API_KEY));
     run.assert_absent_from_folder(API_KEY);
@@ -314,13 +339,21 @@ fn claude_code_subscription_passes_the_token_and_never_the_api_key() {
 }
 
 /// Runs Claude Code against `script` with `maxRetries`; returns the run and the server.
-fn claude_failure(script: Vec<Reply>, retries: u32, timeout: &str) -> (Run, AnthropicServer, Output) {
+fn claude_failure(
+    script: Vec<Reply>,
+    retries: u32,
+    timeout: &str,
+) -> (Run, AnthropicServer, Output) {
     let clis = clis().expect("checked by the caller");
     let server = AnthropicServer::start(script);
     let run = Run::new();
     let options = format!("maxRetries: {retries}\nbaseUrl: {}", server.url());
     let output = run.run(
-        &run.execution(Some(clis), timeout, &claude_agent("claude-code-api", &options)),
+        &run.execution(
+            Some(clis),
+            timeout,
+            &claude_agent("claude-code-api", &options),
+        ),
         &[("ANTHROPIC_API_KEY", API_KEY)],
     );
     (run, server, output)
@@ -336,7 +369,11 @@ fn claude_code_401_is_an_error_with_its_status() {
     assert_eq!(result["agent"]["success"], false);
     let summary = result["agent"]["summary"].as_str().unwrap();
     assert!(summary.contains("HTTP 401"), "{summary}");
-    let events = run.events().iter().map(Value::to_string).collect::<String>();
+    let events = run
+        .events()
+        .iter()
+        .map(Value::to_string)
+        .collect::<String>();
     assert!(events.contains("api_error_status=401"), "{events}");
     assert_eq!(server.scripted_requests(), 1, "no retries were allowed");
     run.assert_absent_from_folder(API_KEY);
@@ -347,7 +384,11 @@ fn claude_code_retries_529_within_its_limit() {
     require_clis!();
     // Two overloads, then an answer: two retries suffice.
     let (run, server, output) = claude_failure(
-        vec![Reply::status(529), Reply::status(529), Reply::text("recovered")],
+        vec![
+            Reply::status(529),
+            Reply::status(529),
+            Reply::text("recovered"),
+        ],
         2,
         "3m",
     );
@@ -359,7 +400,10 @@ fn claude_code_retries_529_within_its_limit() {
     let (run, server, output) = claude_failure(vec![Reply::status(529)], 1, "3m");
     assert!(!output.status.success());
     assert_eq!(server.scripted_requests(), 2);
-    let summary = run.result()["agent"]["summary"].as_str().unwrap().to_string();
+    let summary = run.result()["agent"]["summary"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(summary.contains("529"), "{summary}");
 }
 
@@ -368,7 +412,10 @@ fn claude_code_500_and_in_stream_errors_fail_clearly() {
     require_clis!();
     let (run, _server, output) = claude_failure(vec![Reply::status(500)], 0, "2m");
     assert!(!output.status.success());
-    let summary = run.result()["agent"]["summary"].as_str().unwrap().to_string();
+    let summary = run.result()["agent"]["summary"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(summary.contains("500"), "{summary}");
 
     let (run, _server, output) = claude_failure(
@@ -438,20 +485,39 @@ fn claude_code_missing_cli_and_missing_key_are_clear_errors() {
     // No CLIs mounted: `claude` is not on the sandbox's PATH.
     let run = Run::new();
     let output = run.run(
-        &run.execution(None, "1m", &claude_agent("claude-code-api", "maxRetries: 0")),
+        &run.execution(
+            None,
+            "1m",
+            &claude_agent("claude-code-api", "maxRetries: 0"),
+        ),
         &[("ANTHROPIC_API_KEY", API_KEY)],
     );
     assert!(!output.status.success());
-    let text = format!("{}{}", String::from_utf8_lossy(&output.stderr), run.result());
-    assert!(text.contains("npm install -g @anthropic-ai/claude-code"), "{text}");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stderr),
+        run.result()
+    );
+    assert!(
+        text.contains("npm install -g @anthropic-ai/claude-code"),
+        "{text}"
+    );
 
     let run = Run::new();
     let output = run.run(
-        &run.execution(None, "1m", &claude_agent("claude-code-api", "maxRetries: 0")),
+        &run.execution(
+            None,
+            "1m",
+            &claude_agent("claude-code-api", "maxRetries: 0"),
+        ),
         &[],
     );
     assert!(!output.status.success());
-    let text = format!("{}{}", String::from_utf8_lossy(&output.stderr), run.result());
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stderr),
+        run.result()
+    );
     assert!(text.contains("--secret-env ANTHROPIC_API_KEY"), "{text}");
 }
 
@@ -468,10 +534,6 @@ echo '{"type":"result","subtype":"success","is_error":false,"num_turns":1,"resul
 "#;
     let path = run.workspace.path().join("fake-claude");
     std::fs::write(&path, script).unwrap();
-    std::os::unix::fs::PermissionsExt::set_mode(
-        &mut std::fs::metadata(&path).unwrap().permissions(),
-        0o755,
-    );
     std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let output = run.run(
         &run.execution(
@@ -482,17 +544,19 @@ echo '{"type":"result","subtype":"success","is_error":false,"num_turns":1,"resul
         &[("ANTHROPIC_API_KEY", API_KEY)],
     );
     assert!(output.status.success(), "{}", describe(&output, &run));
-    let events = run.events().iter().map(Value::to_string).collect::<Vec<_>>().join("\n");
+    let events = run
+        .events()
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
     assert!(events.contains("this is not json"), "{events}");
     assert!(events.contains("brand_new_type"), "{events}");
     assert_eq!(run.result()["agent"]["sessionId"], "fake-1");
 }
 
 fn codex_agent(options: &str) -> String {
-    format!(
-        "agent:\n  driver: openai-codex\n  model: gpt-5-codex\n  options:\n{}",
-        support::indent(options, 4)
-    )
+    agent_yaml("openai-codex", "gpt-5-codex", options)
 }
 
 #[test]
@@ -507,7 +571,10 @@ fn codex_completes_a_tool_session_through_a_config_toml_provider() {
     let run = Run::new();
     let output = run.run(
         &run.execution(Some(clis), "3m", &codex_agent("maxRetries: 0")),
-        &[("OPENAI_API_KEY", OPENAI_KEY), ("OPENAI_BASE_URL", &server.base_url())],
+        &[
+            ("OPENAI_API_KEY", OPENAI_KEY),
+            ("OPENAI_BASE_URL", &server.base_url()),
+        ],
     );
     assert!(output.status.success(), "{}", describe(&output, &run));
     let notes = std::fs::read_to_string(run.workspace.path().join("NOTES.md")).unwrap();
@@ -520,9 +587,14 @@ fn codex_completes_a_tool_session_through_a_config_toml_provider() {
         .map(|(_, out)| out)
         .collect();
     assert!(outputs.iter().any(|o| o.contains("main.py")), "{outputs:?}");
-    assert!(outputs.iter().any(|o| o.contains("1 NOTES.md")), "{outputs:?}");
+    assert!(
+        outputs.iter().any(|o| o.contains("1 NOTES.md")),
+        "{outputs:?}"
+    );
     assert_eq!(server.scripted_requests(), 4);
-    let auth = server.requests()[0].header("authorization").map(str::to_string);
+    let auth = server.requests()[0]
+        .header("authorization")
+        .map(str::to_string);
     assert_eq!(auth, Some(format!("Bearer {OPENAI_KEY}")));
 
     let result = run.result();

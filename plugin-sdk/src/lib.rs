@@ -93,6 +93,7 @@ pub mod agent_driver {
     pub use exports::agentgate::plugin::driver;
 }
 
+pub mod cli;
 pub mod error;
 pub mod events;
 pub mod home;

@@ -13,10 +13,10 @@ mod stream;
 
 use agentgate_plugin_sdk::agent_driver::driver::{AgentOutcome, AgentTask, Guest as Driver};
 use agentgate_plugin_sdk::agent_driver::Guest;
-use agentgate_plugin_sdk::host::types::{ExecRequest, ExitStatus, OutputPipe, Usage};
-use agentgate_plugin_sdk::host::{events::LogLevel, sandbox};
-use agentgate_plugin_sdk::output::{exit_code, Line, Lines};
-use agentgate_plugin_sdk::{error, events, home, options, Error, PluginInfo, PluginKind};
+use agentgate_plugin_sdk::host::events::LogLevel;
+use agentgate_plugin_sdk::host::types::{ExitStatus, OutputPipe, Usage};
+use agentgate_plugin_sdk::output::exit_code;
+use agentgate_plugin_sdk::{cli, events, home, options, Error, PluginInfo, PluginKind};
 
 use command::Options;
 use stream::{Final, Message};
@@ -35,7 +35,6 @@ struct Session {
     session_id: Option<String>,
     last_text: Option<String>,
     final_: Option<Final>,
-    lines: u64,
 }
 
 impl Session {
@@ -54,13 +53,8 @@ impl Session {
         }
     }
 
-    fn outcome(self, status: &ExitStatus) -> Result<AgentOutcome, Error> {
+    fn outcome(self, status: &ExitStatus) -> AgentOutcome {
         let exit_code = exit_code(status);
-        if self.lines == 0 && status.code == Some(127) {
-            return Err(error::unavailable(format!(
-                "the Claude Code CLI was not found in the sandbox (exit code 127): {INSTALL_HINT}"
-            )));
-        }
         let Some(f) = self.final_ else {
             let how = if status.timed_out {
                 "was stopped at its deadline".to_string()
@@ -69,7 +63,7 @@ impl Session {
             } else {
                 format!("exited with code {exit_code}")
             };
-            return Ok(AgentOutcome {
+            return AgentOutcome {
                 exit_code,
                 success: false,
                 session_id: self.session_id,
@@ -81,16 +75,16 @@ impl Session {
                         .map(|t| format!("; its last message: {t}"))
                         .unwrap_or_default()
                 )),
-            });
+            };
         };
-        Ok(AgentOutcome {
+        AgentOutcome {
             exit_code,
             success: exit_code == 0 && f.succeeded(),
             session_id: self.session_id,
             turns: f.num_turns,
             usage: Some(usage(&f)),
             summary: f.summary(),
-        })
+        }
     }
 }
 
@@ -143,12 +137,6 @@ fn usage(f: &Final) -> Usage {
     }
 }
 
-/// Whether a failed exec means the program is missing.
-fn is_not_found(e: &Error) -> bool {
-    let text = e.to_string().to_lowercase();
-    text.contains("not found") || text.contains("no such file")
-}
-
 struct ClaudeCode;
 
 impl Guest for ClaudeCode {
@@ -178,41 +166,15 @@ impl Driver for ClaudeCode {
             "agent",
             format!("running {} ({})", opts.executable(), task.driver),
         );
-        let execution = sandbox::exec(&ExecRequest {
-            argv,
-            env,
-            cwd: None,
-            stdin: Some(command::prompt(&task).into_bytes()),
-            keep_stdin_open: false,
-            timeout_ms: None,
-        })
-        .map_err(|e| {
-            if is_not_found(&e) {
-                error::unavailable(format!(
-                    "the Claude Code CLI `{}` was not found in the sandbox ({e}): {INSTALL_HINT}",
-                    opts.executable()
-                ))
-            } else {
-                e
+        let mut session = Session::default();
+        let prompt = command::prompt(&task);
+        let status = cli::run_lines(argv, env, prompt, INSTALL_HINT, |line| {
+            for message in stream::parse_line(&line) {
+                session.absorb(&message);
+                emit(message);
             }
         })?;
-        let mut session = Session::default();
-        for line in Lines::new(&execution) {
-            match line {
-                Line::Text(OutputPipe::Stdout, text) => {
-                    session.lines += 1;
-                    for message in stream::parse_line(&text) {
-                        session.absorb(&message);
-                        emit(message);
-                    }
-                }
-                Line::Text(pipe, text) => events::output_line(pipe, text),
-                Line::Exited(status) => return session.outcome(&status),
-            }
-        }
-        Err(error::failed(
-            "Claude Code's output ended without an exit status",
-        ))
+        Ok(session.outcome(&status))
     }
 }
 
@@ -233,7 +195,6 @@ mod tests {
     fn session(lines: &[&str]) -> Session {
         let mut s = Session::default();
         for line in lines {
-            s.lines += 1;
             for m in stream::parse_line(line) {
                 s.absorb(&m);
             }
@@ -249,7 +210,7 @@ mod tests {
             INIT,
             r#"{"type":"result","subtype":"success","is_error":false,"num_turns":4,"result":"Done.","session_id":"s-1","total_cost_usd":0.5,"usage":{"input_tokens":400,"output_tokens":80}}"#,
         ]);
-        let o = s.outcome(&status(Some(0), None, false)).unwrap();
+        let o = s.outcome(&status(Some(0), None, false));
         assert!(o.success);
         assert_eq!(o.turns, Some(4));
         assert_eq!(o.session_id.as_deref(), Some("s-1"));
@@ -267,7 +228,7 @@ mod tests {
             INIT,
             r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"num_turns":1,"result":"Invalid API key","session_id":"s-1","total_cost_usd":0}"#,
         ]);
-        let o = s.outcome(&status(Some(1), None, false)).unwrap();
+        let o = s.outcome(&status(Some(1), None, false));
         assert!(!o.success);
         assert_eq!(o.exit_code, 1);
         let summary = o.summary.unwrap();
@@ -283,7 +244,7 @@ mod tests {
             INIT,
             r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Working on it"}]}}"#,
         ]);
-        let o = s.outcome(&status(None, Some(9), false)).unwrap();
+        let o = s.outcome(&status(None, Some(9), false));
         assert!(!o.success);
         assert_eq!(o.exit_code, 137);
         assert_eq!(o.session_id.as_deref(), Some("s-1"));
@@ -292,21 +253,7 @@ mod tests {
             summary.contains("signal 9") && summary.contains("Working on it"),
             "{summary}"
         );
-        let o = session(&[INIT])
-            .outcome(&status(None, Some(9), true))
-            .unwrap();
+        let o = session(&[INIT]).outcome(&status(None, Some(9), true));
         assert!(o.summary.unwrap().contains("deadline"));
-    }
-
-    #[test]
-    fn missing_cli_is_unavailable_with_install_hint() {
-        let e = Session::default()
-            .outcome(&status(Some(127), None, false))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("npm install -g @anthropic-ai/claude-code"),
-            "{e}"
-        );
     }
 }

@@ -12,10 +12,9 @@ mod events;
 use agentgate_plugin_sdk::agent_driver::driver::{AgentOutcome, AgentTask, Guest as Driver};
 use agentgate_plugin_sdk::agent_driver::Guest;
 use agentgate_plugin_sdk::host::events::LogLevel;
-use agentgate_plugin_sdk::host::sandbox;
-use agentgate_plugin_sdk::host::types::{ExecRequest, ExitStatus, OutputPipe, Usage};
-use agentgate_plugin_sdk::output::{exit_code, Line, Lines};
-use agentgate_plugin_sdk::{error, home, options, Error, PluginInfo, PluginKind};
+use agentgate_plugin_sdk::host::types::{ExitStatus, OutputPipe, Usage};
+use agentgate_plugin_sdk::output::exit_code;
+use agentgate_plugin_sdk::{cli, home, options, Error, PluginInfo, PluginKind};
 
 use command::Options;
 use events::{Message, TurnUsage};
@@ -32,7 +31,6 @@ struct Session {
     usage: TurnUsage,
     last_text: Option<String>,
     failure: Option<String>,
-    lines: u64,
 }
 
 impl Session {
@@ -62,13 +60,8 @@ impl Session {
         }
     }
 
-    fn outcome(self, status: &ExitStatus) -> Result<AgentOutcome, Error> {
+    fn outcome(self, status: &ExitStatus) -> AgentOutcome {
         let exit_code = exit_code(status);
-        if self.lines == 0 && status.code == Some(127) {
-            return Err(error::unavailable(format!(
-                "the Codex CLI was not found in the sandbox (exit code 127): {INSTALL_HINT}"
-            )));
-        }
         let success = exit_code == 0 && self.turns > 0 && self.failure.is_none();
         let summary = match (&self.failure, success) {
             (Some(reason), _) => Some(format!("Codex failed: {reason}")),
@@ -81,14 +74,14 @@ impl Session {
                 format!("Codex exited with code {exit_code} before its turn completed")
             }),
         };
-        Ok(AgentOutcome {
+        AgentOutcome {
             exit_code,
             success,
             usage: (self.turns > 0).then(|| self.usage()),
             session_id: self.thread_id,
             turns: (self.turns > 0).then_some(self.turns),
             summary,
-        })
+        }
     }
 }
 
@@ -162,40 +155,21 @@ impl Driver for Codex {
             "agent",
             format!("running {} exec", opts.executable()),
         );
-        let execution = sandbox::exec(&ExecRequest {
-            argv: command::argv(&task, &opts),
-            env,
-            cwd: None,
-            stdin: Some(command::prompt(&task).into_bytes()),
-            keep_stdin_open: false,
-            timeout_ms: None,
-        })
-        .map_err(|e| {
-            let text = e.to_string().to_lowercase();
-            if text.contains("not found") || text.contains("no such file") {
-                error::unavailable(format!(
-                    "the Codex CLI `{}` was not found in the sandbox ({e}): {INSTALL_HINT}",
-                    opts.executable()
-                ))
-            } else {
-                e
-            }
-        })?;
         let mut session = Session::default();
-        for line in Lines::new(&execution) {
-            match line {
-                Line::Text(OutputPipe::Stdout, text) => {
-                    session.lines += 1;
-                    for message in events::parse_line(&text) {
-                        session.absorb(&message);
-                        emit(message);
-                    }
+        let prompt = command::prompt(&task);
+        let status = cli::run_lines(
+            command::argv(&task, &opts),
+            env,
+            prompt,
+            INSTALL_HINT,
+            |line| {
+                for message in events::parse_line(&line) {
+                    session.absorb(&message);
+                    emit(message);
                 }
-                Line::Text(pipe, text) => agentgate_plugin_sdk::events::output_line(pipe, text),
-                Line::Exited(status) => return session.outcome(&status),
-            }
-        }
-        Err(error::failed("Codex's output ended without an exit status"))
+            },
+        )?;
+        Ok(session.outcome(&status))
     }
 }
 
@@ -216,7 +190,6 @@ mod tests {
     fn session(lines: &[&str]) -> Session {
         let mut s = Session::default();
         for line in lines {
-            s.lines += 1;
             for m in events::parse_line(line) {
                 s.absorb(&m);
             }
@@ -231,7 +204,7 @@ mod tests {
             r#"{"type":"item.completed","item":{"id":"i","type":"agent_message","text":"All done."}}"#,
             r#"{"type":"turn.completed","usage":{"input_tokens":600,"cached_input_tokens":0,"output_tokens":90}}"#,
         ]);
-        let o = s.outcome(&status(Some(0), None)).unwrap();
+        let o = s.outcome(&status(Some(0), None));
         assert!(o.success);
         assert_eq!(o.session_id.as_deref(), Some("t-1"));
         assert_eq!(o.turns, Some(1));
@@ -245,7 +218,7 @@ mod tests {
             r#"{"type":"thread.started","thread_id":"t-1"}"#,
             r#"{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized"}}"#,
         ]);
-        let o = s.outcome(&status(Some(1), None)).unwrap();
+        let o = s.outcome(&status(Some(1), None));
         assert!(!o.success);
         assert!(o.summary.unwrap().contains("401"));
     }
@@ -253,19 +226,10 @@ mod tests {
     #[test]
     fn killed_mid_stream_keeps_what_it_knew() {
         let s = session(&[r#"{"type":"thread.started","thread_id":"t-9"}"#]);
-        let o = s.outcome(&status(None, Some(9))).unwrap();
+        let o = s.outcome(&status(None, Some(9)));
         assert!(!o.success);
         assert_eq!(o.exit_code, 137);
         assert_eq!(o.session_id.as_deref(), Some("t-9"));
         assert!(o.summary.unwrap().contains("signal 9"));
-    }
-
-    #[test]
-    fn missing_cli_is_unavailable_with_install_hint() {
-        let e = Session::default()
-            .outcome(&status(Some(127), None))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("npm install -g @openai/codex"), "{e}");
     }
 }
