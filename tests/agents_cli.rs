@@ -633,3 +633,138 @@ fn codex_401_fails_clearly() {
     assert!(summary.contains("401"), "{summary}");
     run.assert_absent_from_folder(OPENAI_KEY);
 }
+
+/// The Docker test image: busybox, bash and the glibc libraries Claude Code's binary
+/// links (`ldd`), copied from this machine; no image registry is reachable here.
+const GLIBC_IMAGE: &str = "agentgate-test/glibc-busybox:1";
+
+/// The Docker bridge's gateway address (what containers reach the host by), after
+/// building the test image; `None` (after a loud message) without an engine outside CI.
+fn docker_gateway() -> Option<std::net::IpAddr> {
+    static GATEWAY: OnceLock<Result<std::net::IpAddr, String>> = OnceLock::new();
+    let gateway = GATEWAY.get_or_init(|| {
+        let inspect = Command::new("docker")
+            .args([
+                "network",
+                "inspect",
+                "bridge",
+                "--format",
+                "{{(index .IPAM.Config 0).Gateway}}",
+            ])
+            .output()
+            .map_err(|e| format!("cannot run `docker`: {e}"))?;
+        if !inspect.status.success() {
+            return Err(format!(
+                "`docker network inspect bridge` failed: {}",
+                String::from_utf8_lossy(&inspect.stderr)
+            ));
+        }
+        let ip = String::from_utf8_lossy(&inspect.stdout)
+            .trim()
+            .parse()
+            .map_err(|e| format!("bridge gateway: {e}"))?;
+        build_glibc_image()?;
+        Ok(ip)
+    });
+    match gateway {
+        Ok(ip) => Some(*ip),
+        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true and the Docker engine is not usable: {why}")
+        }
+        Err(why) => {
+            eprintln!("\n!!! SKIPPING Docker agent test: {why} (start dockerd)\n");
+            None
+        }
+    }
+}
+
+fn build_glibc_image() -> Result<(), String> {
+    let present = Command::new("docker")
+        .args(["image", "inspect", GLIBC_IMAGE])
+        .output();
+    if present.is_ok_and(|o| o.status.success()) {
+        return Ok(());
+    }
+    let context = tempfile::tempdir().unwrap();
+    let copy = |from: &str, to: &str| -> Result<(), String> {
+        let target = context.path().join(to);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::copy(from, &target)
+            .map(|_| ())
+            .map_err(|e| format!("copying {from}: {e}"))
+    };
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .ok_or("busybox is not installed (apt-get install busybox-static)")?;
+    copy(busybox, "busybox")?;
+    copy("/bin/bash", "bash")?;
+    copy("/lib64/ld-linux-x86-64.so.2", "lib64/ld-linux-x86-64.so.2")?;
+    for lib in [
+        "libc.so.6",
+        "libm.so.6",
+        "librt.so.1",
+        "libdl.so.2",
+        "libpthread.so.0",
+        "libtinfo.so.6",
+    ] {
+        copy(
+            &format!("/lib/x86_64-linux-gnu/{lib}"),
+            &format!("lib/x86_64-linux-gnu/{lib}"),
+        )?;
+    }
+    std::fs::write(
+        context.path().join("Dockerfile"),
+        "FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n\
+         COPY lib /lib\nCOPY lib64 /lib64\nCOPY bash /bin/bash\n\
+         RUN [\"/bin/busybox\", \"mkdir\", \"-p\", \"/tmp\", \"/usr/bin\"]\n\
+         RUN [\"/bin/busybox\", \"ln\", \"-s\", \"/bin/env\", \"/usr/bin/env\"]\n",
+    )
+    .unwrap();
+    let out = Command::new("docker")
+        .args(["build", "-q", "-t", GLIBC_IMAGE])
+        .arg(context.path())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "building {GLIBC_IMAGE} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+#[test]
+fn claude_code_in_docker_completes_a_tool_session() {
+    let clis = require_clis!();
+    let Some(gateway) = docker_gateway() else {
+        return;
+    };
+    let server = AnthropicServer::start_on(
+        gateway,
+        vec![
+            Reply::bash("ls"),
+            Reply::bash("echo 'written in docker' > NOTES.md"),
+            Reply::text("Done in docker."),
+        ],
+    );
+    let run = Run::new();
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: docker\n  image: {GLIBC_IMAGE}\n  network: bridge\n  resources:\n    timeout: 3m\n  mounts:\n    - source: {}\n      target: {CLIS_IN_SANDBOX}\n      readonly: true\n  environment:\n    PATH: {CLIS_IN_SANDBOX}/node_modules/.bin:/bin\n    SHELL: /bin/bash\n{}",
+        run.workspace.path().display(),
+        clis.display(),
+        claude_agent("claude-code-api", &format!("maxRetries: 0\nbaseUrl: {}", server.url())),
+    );
+    let output = run.run(&execution, &[("ANTHROPIC_API_KEY", API_KEY)]);
+    assert!(output.status.success(), "{}", describe(&output, &run));
+    let notes = std::fs::read_to_string(run.workspace.path().join("NOTES.md")).unwrap();
+    assert_eq!(notes, "written in docker\n");
+    let result = run.result();
+    assert_eq!(result["sandbox"]["provider"], "docker");
+    assert_eq!(result["agent"]["summary"], "Done in docker.");
+    assert!(result["agent"]["usage"]["costUsd"].as_f64().unwrap() > 0.0);
+    assert!(result["agent"]["sessionId"].is_string());
+    run.assert_absent_from_folder(API_KEY);
+}
