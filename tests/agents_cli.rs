@@ -1,16 +1,19 @@
 //! The Claude Code and Codex drivers, end to end, with the **real CLIs** from npm.
 //!
 //! The CLIs (versions pinned in `tests/agent-clis/package.json` and its lock file) are
-//! installed once into `target/agent-clis` and mounted read-only into the subprocess
-//! sandbox. api.anthropic.com and api.openai.com are unreachable from the test machines,
-//! so the model is a local server that speaks the real protocol (Anthropic Messages over
-//! SSE, `tests/support/anthropic.rs`; OpenAI Responses over SSE,
+//! installed once into `target/agent-clis` and mounted read-only into the sandbox: the
+//! subprocess sandbox, and for Claude Code also the Docker sandbox (an image of busybox,
+//! bash and the glibc libraries the CLI links, built locally). api.anthropic.com and
+//! api.openai.com are unreachable from the test machines, so the model is a local
+//! server that speaks the real protocol (Anthropic Messages over SSE,
+//! `tests/support/anthropic.rs`; OpenAI Responses over SSE,
 //! `tests/support/openai_responses.rs`) and scripts the model's side of a tool-use
-//! session; everything else (the CLI, its tools, the sandbox, the files) is real. Stand-in
-//! executables appear only where the real CLI cannot produce the case (malformed output).
+//! session; everything else (the CLI, its tools, the sandbox, the files) is real.
+//! Stand-in executables appear only where the real CLI cannot produce the case
+//! (malformed output).
 //!
-//! Without npm or the CLIs the tests fail under `CI=true` and are skipped loudly
-//! elsewhere.
+//! Without npm (or, for the Docker test, a Docker engine) the tests fail under
+//! `CI=true` and are skipped loudly elsewhere.
 
 mod support;
 
