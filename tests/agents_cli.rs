@@ -542,7 +542,7 @@ echo '{"type":"result","subtype":"success","is_error":false,"num_turns":1,"resul
         &run.execution(
             None,
             "1m",
-            &claude_agent("claude-code-api", "executable: /workspace/fake-claude"),
+            &claude_agent("claude-code-api", "command: [/workspace/fake-claude]"),
         ),
         &[("ANTHROPIC_API_KEY", API_KEY)],
     );

@@ -23,9 +23,9 @@ pub const OPTIONS_SCHEMA: &str = r#"{
   "type": "object",
   "additionalProperties": false,
   "properties": {
-    "executable": {
-      "description": "The claude program: a name looked up on the sandbox's PATH, or an absolute path in the sandbox.",
-      "type": "string", "minLength": 1
+    "command": {
+      "description": "The claude program (a name looked up on the sandbox's PATH, or an absolute path in the sandbox) and any leading arguments, e.g. a wrapper; the driver's own flags follow.",
+      "type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1
     },
     "permissionMode": {
       "description": "Claude Code's --permission-mode. The sandbox contains the agent, so the default lets it act without asking.",
@@ -49,7 +49,7 @@ pub const OPTIONS_SCHEMA: &str = r#"{
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Options {
-    pub executable: Option<String>,
+    pub command: Option<Vec<String>>,
     pub permission_mode: Option<String>,
     pub max_retries: Option<u32>,
     pub base_url: Option<String>,
@@ -58,8 +58,11 @@ pub struct Options {
 }
 
 impl Options {
-    pub fn executable(&self) -> &str {
-        self.executable.as_deref().unwrap_or("claude")
+    /// The program and its leading arguments.
+    pub fn command(&self) -> Vec<String> {
+        self.command
+            .clone()
+            .unwrap_or_else(|| vec!["claude".to_string()])
     }
 }
 
@@ -81,19 +84,20 @@ const NETWORK_TOOLS: &[&str] = &["WebFetch", "WebSearch"];
 /// The argv for a task. `mcp_config` is the path (in the sandbox) of the MCP config
 /// file, when the task has MCP servers.
 pub fn argv(task: &AgentTask, opts: &Options, mcp_config: Option<&str>) -> Vec<String> {
-    let mut argv: Vec<String> = [
-        opts.executable(),
-        "-p",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-        "--permission-mode",
-        opts.permission_mode
-            .as_deref()
-            .unwrap_or("bypassPermissions"),
-    ]
-    .map(String::from)
-    .to_vec();
+    let mut argv = opts.command();
+    argv.extend(
+        [
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--permission-mode",
+            opts.permission_mode
+                .as_deref()
+                .unwrap_or("bypassPermissions"),
+        ]
+        .map(String::from),
+    );
     let mut push = |flag: &str, value: String| {
         argv.push(flag.into());
         argv.push(value);
@@ -410,6 +414,14 @@ mod tests {
         assert!(env
             .iter()
             .any(|e| e.name == "CLAUDE_CODE_MAX_RETRIES" && e.value == "0"));
+    }
+
+    #[test]
+    fn command_option_replaces_the_program_and_keeps_the_flags() {
+        let opts: Options =
+            serde_json::from_str(r#"{"command": ["/opt/bin/claude-wrapper", "--quiet"]}"#).unwrap();
+        let argv = argv(&task(API), &opts, None);
+        assert_eq!(argv[..3], ["/opt/bin/claude-wrapper", "--quiet", "-p"]);
     }
 
     #[test]

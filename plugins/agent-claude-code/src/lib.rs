@@ -24,7 +24,7 @@ use stream::{Final, Message};
 /// How to get the CLI, for the error when the sandbox has none.
 const INSTALL_HINT: &str = "install Claude Code in the sandbox (`npm install -g \
     @anthropic-ai/claude-code`, in the image for docker), or mount it and set \
-    agent.options.executable to its path in the sandbox";
+    agent.options.command to its path in the sandbox";
 
 /// The MCP config file, relative to the sandbox's private HOME.
 const MCP_CONFIG: &str = ".agentgate/claude-mcp.json";
@@ -164,7 +164,7 @@ impl Driver for ClaudeCode {
         let argv = command::argv(&task, &opts, mcp_path.as_deref());
         events::progress(
             "agent",
-            format!("running {} ({})", opts.executable(), task.driver),
+            format!("running {} ({})", opts.command().join(" "), task.driver),
         );
         let mut session = Session::default();
         let prompt = command::prompt(&task);

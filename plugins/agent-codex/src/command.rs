@@ -23,9 +23,9 @@ pub const OPTIONS_SCHEMA: &str = r#"{
   "type": "object",
   "additionalProperties": false,
   "properties": {
-    "executable": {
-      "description": "The codex program: a name looked up on the sandbox's PATH, or an absolute path in the sandbox.",
-      "type": "string", "minLength": 1
+    "command": {
+      "description": "The codex program (a name looked up on the sandbox's PATH, or an absolute path in the sandbox) and any leading arguments, e.g. a wrapper; the driver's own flags follow.",
+      "type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1
     },
     "baseUrl": {
       "description": "Responses API base URL ending in /v1, when OPENAI_BASE_URL is not passed as a secret.",
@@ -45,7 +45,7 @@ pub const OPTIONS_SCHEMA: &str = r#"{
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Options {
-    pub executable: Option<String>,
+    pub command: Option<Vec<String>>,
     pub base_url: Option<String>,
     pub max_retries: Option<u32>,
     #[serde(default)]
@@ -53,8 +53,11 @@ pub struct Options {
 }
 
 impl Options {
-    pub fn executable(&self) -> &str {
-        self.executable.as_deref().unwrap_or("codex")
+    /// The program and its leading arguments.
+    pub fn command(&self) -> Vec<String> {
+        self.command
+            .clone()
+            .unwrap_or_else(|| vec!["codex".to_string()])
     }
 }
 
@@ -90,16 +93,17 @@ pub fn check(task: &AgentTask) -> Result<(), Error> {
 
 /// The argv: `codex exec --json`, the prompt read from stdin (`-`).
 pub fn argv(task: &AgentTask, opts: &Options) -> Vec<String> {
-    let mut argv: Vec<String> = [
-        opts.executable(),
-        "exec",
-        "--json",
-        "--skip-git-repo-check",
-        // The run's sandbox contains Codex; its own sandbox needs privileges it lacks there.
-        "--dangerously-bypass-approvals-and-sandbox",
-    ]
-    .map(String::from)
-    .to_vec();
+    let mut argv = opts.command();
+    argv.extend(
+        [
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            // The run's sandbox contains Codex; its own sandbox needs privileges it lacks there.
+            "--dangerously-bypass-approvals-and-sandbox",
+        ]
+        .map(String::from),
+    );
     if let Some(model) = &task.model {
         argv.extend(["--model".to_string(), model.clone()]);
     }

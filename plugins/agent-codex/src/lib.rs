@@ -20,7 +20,7 @@ use command::Options;
 use events::{Message, TurnUsage};
 
 const INSTALL_HINT: &str = "install Codex in the sandbox (`npm install -g @openai/codex`, in \
-    the image for docker), or mount it and set agent.options.executable to its path in the \
+    the image for docker), or mount it and set agent.options.command to its path in the \
     sandbox";
 
 /// What the run has reported so far; becomes the outcome.
@@ -153,7 +153,7 @@ impl Driver for Codex {
         )?;
         agentgate_plugin_sdk::events::progress(
             "agent",
-            format!("running {} exec", opts.executable()),
+            format!("running {} exec", opts.command().join(" ")),
         );
         let mut session = Session::default();
         let prompt = command::prompt(&task);
