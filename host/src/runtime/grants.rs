@@ -707,4 +707,85 @@ mod tests {
         let nothing = classify_imports(["agentgate:plugin/types@0.1.0"]);
         assert!(check("p", &nothing, &grants.granted("p", "1.0.0", "sha256:aa")).is_ok());
     }
+
+    #[test]
+    fn an_http_grant_carries_its_hosts() {
+        let mut grants = Grants::default();
+        grants
+            .add_flag("d=events,http:api.example.com,http:127.0.0.1:8080")
+            .unwrap();
+        let granted = grants.granted("d", "1.0.0", "sha256:aa");
+        assert_eq!(
+            granted.capabilities,
+            [Capability::Events, Capability::Http].into()
+        );
+        assert_eq!(
+            granted.http_hosts.entries(),
+            ["api.example.com", "127.0.0.1:8080"]
+        );
+        let text = grants
+            .add_flag("d=http:https://x.com/")
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("a host, not a URL"), "{text}");
+        // `http` alone allows no host at all.
+        grants.add_flag("e=http").unwrap();
+        assert!(grants
+            .granted("e", "1", "sha256:aa")
+            .http_hosts
+            .entries()
+            .is_empty());
+    }
+
+    #[test]
+    fn grants_file_hosts_are_checked_when_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grants.yaml");
+        std::fs::write(
+            &path,
+            "plugins:\n  d:\n    capabilities: [http]\n    hosts: [api.example.com, \"localhost:9000\"]\n",
+        )
+        .unwrap();
+        let grants = Grants::from_file(&path).unwrap();
+        assert_eq!(
+            grants.granted("d", "1", "x").http_hosts.entries(),
+            ["api.example.com", "localhost:9000"]
+        );
+        std::fs::write(
+            &path,
+            "plugins:\n  d:\n    capabilities: [http]\n    hosts: [\"*.example.com\"]\n",
+        )
+        .unwrap();
+        let text = Grants::from_file(&path).unwrap_err().to_string();
+        assert!(text.contains("plugins.d.hosts") && text.contains("no wildcards"), "{text}");
+        std::fs::write(
+            &path,
+            "plugins:\n  d:\n    capabilities: [events]\n    hosts: [api.example.com]\n",
+        )
+        .unwrap();
+        let text = Grants::from_file(&path).unwrap_err().to_string();
+        assert!(text.contains("capability http is not granted"), "{text}");
+    }
+
+    #[test]
+    fn the_builtin_sdk_driver_reaches_only_the_anthropic_host() {
+        use crate::runtime::bindings::types::PluginKind;
+        let mut grants = Grants::default();
+        let granted = builtin_granted(ANTHROPIC_SDK_PLUGIN, PluginKind::AgentDriver, &grants);
+        assert!(granted.capabilities.contains(&Capability::Http));
+        assert_eq!(granted.http_hosts.entries(), ["api.anthropic.com"]);
+        grants
+            .set_anthropic_base_url("http://127.0.0.1:4000/v1/")
+            .unwrap();
+        let granted = builtin_granted(ANTHROPIC_SDK_PLUGIN, PluginKind::AgentDriver, &grants);
+        assert_eq!(granted.http_hosts.entries(), ["127.0.0.1:4000"]);
+        // Other built-in drivers get no http at all.
+        let other = builtin_granted("agent-command", PluginKind::AgentDriver, &grants);
+        assert!(!other.capabilities.contains(&Capability::Http));
+        let text = grants
+            .set_anthropic_base_url("api.anthropic.com")
+            .unwrap_err()
+            .to_string();
+        assert!(text.starts_with("ANTHROPIC_BASE_URL:"), "{text}");
+    }
 }

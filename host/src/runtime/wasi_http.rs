@@ -93,12 +93,15 @@ impl AllowedHost {
         if entry.contains("://") || entry.contains('/') {
             return Err(bad("a host, not a URL"));
         }
-        let authority: http::uri::Authority = entry.parse().map_err(|_| bad("not a host"))?;
-        if authority.as_str().contains('@') {
+        if entry.contains('@') {
             return Err(bad("user information is not allowed"));
         }
-        if authority.host().is_empty() || authority.host().contains('*') {
+        if entry.contains('*') {
             return Err(bad("name one host exactly (no wildcards)"));
+        }
+        let authority: http::uri::Authority = entry.parse().map_err(|_| bad("not a host"))?;
+        if authority.host().is_empty() {
+            return Err(bad("not a host"));
         }
         Ok(AllowedHost {
             host: authority.host().to_ascii_lowercase(),
@@ -177,16 +180,6 @@ pub(crate) struct HttpPolicy {
 }
 
 impl HttpPolicy {
-    /// The policy of a store that may send nothing.
-    pub(crate) fn deny_all(plugin: Arc<str>, events: Arc<EventSink>) -> HttpPolicy {
-        HttpPolicy {
-            plugin,
-            allowlist: None,
-            limits: HttpLimits::default(),
-            events,
-        }
-    }
-
     /// Why a request to `uri` may not leave, if it may not.
     fn refusal(&self, uri: &http::Uri) -> Option<String> {
         let shown = uri

@@ -9,7 +9,7 @@
 //!
 //! The loop stops when the model ends its turn, or when a limit is reached (turns from
 //! `convergence.limits.maxIterations`, an answer cut off at `agent.maxTokens`, cost from
-//! `convergence.limits.maxCostUsd`), and says which. Overloaded and rate-limited
+//! `convergence.limits.maxCost`), and says which. Overloaded and rate-limited
 //! answers (529, 429) are retried with bounded exponential backoff.
 
 mod client;
@@ -130,7 +130,7 @@ impl Config {
             return Err(error::invalid_spec(
                 "options.pricing",
                 format!(
-                    "convergence.limits.maxCostUsd is set but model {model:?} has no known price; give its prices in agent.options.pricing (inputPerMTok, outputPerMTok, cacheWritePerMTok, cacheReadPerMTok)"
+                    "convergence.limits.maxCost is set but model {model:?} has no known price; give its prices in agent.options.pricing (inputPerMTok, outputPerMTok, cacheWritePerMTok, cacheReadPerMTok)"
                 ),
             ));
         }
@@ -176,7 +176,7 @@ impl Stop {
             Stop::MaxTurns(n) => format!("stopped: the turn limit ({n}, convergence.limits.maxIterations) was reached"),
             Stop::MaxTokens(n) => format!("stopped: an answer reached the token limit (agent.maxTokens = {n})"),
             Stop::MaxCost { spent, limit } => format!(
-                "stopped: the cost limit was reached (${spent:.4} spent, convergence.limits.maxCostUsd = ${limit})"
+                "stopped: the cost limit was reached (${spent:.4} spent, convergence.limits.maxCost = ${limit})"
             ),
             Stop::Refusal => "stopped: the model refused to continue".into(),
         }
@@ -517,6 +517,6 @@ mod tests {
     fn stops_say_which_limit() {
         assert!(Stop::MaxTurns(3).describe().contains("maxIterations"));
         assert!(Stop::MaxTokens(10).describe().contains("agent.maxTokens = 10"));
-        assert!(Stop::MaxCost { spent: 1.5, limit: 1.0 }.describe().contains("maxCostUsd"));
+        assert!(Stop::MaxCost { spent: 1.5, limit: 1.0 }.describe().contains("maxCost = $1"));
     }
 }
