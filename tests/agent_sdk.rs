@@ -297,13 +297,18 @@ async fn sdk_run(server: &AnthropicServer, agent: &str, workspace: &Path) -> Ran
 async fn the_loop_completes_a_tool_session_with_the_sandbox_offline() {
     let workspace = tempfile::tempdir().unwrap();
     std::fs::write(workspace.path().join("README.md"), "# project\nhello world\n").unwrap();
+    // A server on the host's loopback, like the Messages server: the plugin reaches
+    // that one, the sandbox's tools must reach neither.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let host_port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
     let server = AnthropicServer::start(vec![
         Reply::tool("list", json!({})),
         Reply::tool("bash", json!({"command": "ls; cat README.md"})),
         Reply::tool("write_file", json!({"path": "greeting.txt", "content": "hello\n"})),
         Reply::tool("edit_file", json!({"path": "README.md", "old_string": "hello world", "new_string": "hello agent"})),
         // The sandbox has no network: the model's own traffic does not go through it.
-        Reply::tool("bash", json!({"command": "wget -q -T 2 -O- http://example.com/ || curl -sm 2 http://example.com/ || echo offline: $?"})),
+        Reply::tool("bash", json!({"command": format!("curl -s -m 3 -o /dev/null http://127.0.0.1:{host_port}/; echo curl exit $?")})),
         Reply::tool("grep", json!({"pattern": "agent", "path": "."})),
         Reply::tool("glob", json!({"pattern": "*.txt"})),
         Reply::text("Done: greeting.txt written."),
@@ -327,7 +332,10 @@ async fn the_loop_completes_a_tool_session_with_the_sandbox_offline() {
     assert!(result(2).contains("exit code 0") && result(2).contains("hello world"), "{}", result(2));
     assert!(result(3).contains("wrote 6 bytes"), "{}", result(3));
     assert!(result(4).contains("edited README.md"), "{}", result(4));
-    assert!(result(5).contains("offline"), "the sandbox reached the network: {}", result(5));
+    let curl = result(5);
+    assert!(curl.contains("curl exit ") && !curl.contains("not found"), "{curl}");
+    assert!(!curl.contains("curl exit 0"), "the sandbox reached the host: {curl}");
+    assert!(listener.accept().is_err(), "the sandbox connected to the host's loopback");
     assert!(result(6).contains("README.md:2:hello agent"), "{}", result(6));
     assert_eq!(result(7), "greeting.txt");
 

@@ -276,9 +276,11 @@ mod tests {
         assert!(list.allows(&uri("https://api.anthropic.com/v1/messages")));
         assert!(list.allows(&uri("https://API.Anthropic.com:443/v1")));
         assert!(list.allows(&uri("http://127.0.0.1:8080/")));
+        // Without a port in the entry, the scheme's default port.
+        assert!(list.allows(&uri("http://api.anthropic.com/")));
+        assert!(!list.allows(&uri("http://api.anthropic.com:443/")));
         // Another port, another host, a sub- or super-domain: refused.
         assert!(!list.allows(&uri("https://api.anthropic.com:8443/")));
-        assert!(!list.allows(&uri("http://api.anthropic.com/")));
         assert!(!list.allows(&uri("http://127.0.0.1:8081/")));
         assert!(!list.allows(&uri("https://evil.api.anthropic.com/")));
         assert!(!list.allows(&uri("https://anthropic.com/")));
