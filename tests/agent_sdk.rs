@@ -128,7 +128,7 @@ async fn a_host_outside_the_allowlist_is_denied_naming_the_host() {
     let workspace = tempfile::tempdir().unwrap();
     let ran = run(&runtime, &http_get(&address, false), workspace.path(), &[]).await;
 
-    assert_eq!(ran.result.status, RunStatus::Failed);
+    assert_eq!(ran.result.status, RunStatus::Error);
     let error = ran.result.error.unwrap_or_default();
     assert!(error.contains("denied") && error.contains("HttpRequestDenied"), "{error}");
     assert!(error.contains(&address), "the denial names the host: {error}");
@@ -159,8 +159,8 @@ async fn a_server_that_never_answers_hits_the_first_byte_timeout() {
     let workspace = tempfile::tempdir().unwrap();
     let ran = run(&runtime, &http_get(&address, false), workspace.path(), &[]).await;
     let error = ran.result.error.unwrap_or_default();
-    assert_eq!(ran.result.status, RunStatus::Failed, "{error}");
-    assert!(error.contains("timed out") || error.contains("timed-out") || error.contains("ConnectionReadTimeout"), "{error}");
+    assert_eq!(ran.result.status, RunStatus::Error, "{error}");
+    assert!(error.contains("timed out: http-driver: request to"), "{error}");
     assert!(error.contains("ConnectionReadTimeout"), "{error}");
 }
 
@@ -179,10 +179,10 @@ async fn a_body_that_stalls_hits_the_between_bytes_timeout() {
     let workspace = tempfile::tempdir().unwrap();
     let ran = run(&runtime, &http_get(&address, true), workspace.path(), &[]).await;
     let error = ran.result.error.unwrap_or_default();
-    assert_eq!(ran.result.status, RunStatus::Failed, "{error}");
+    assert_eq!(ran.result.status, RunStatus::Error, "{error}");
     // The headers arrived (the first-byte timeout is the long default): the stall in
     // the body is what ended it.
-    assert!(error.contains("ConnectionReadTimeout"), "{error}");
+    assert!(error.contains("connection read timeout"), "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,8 +201,8 @@ async fn a_response_larger_than_the_cap_is_cut_off() {
     let workspace = tempfile::tempdir().unwrap();
     let ran = run(&runtime, &http_get(&address, true), workspace.path(), &[]).await;
     let error = ran.result.error.unwrap_or_default();
-    assert_eq!(ran.result.status, RunStatus::Failed, "{error}");
-    assert!(error.contains("HttpResponseBodySize(Some(1000))"), "{error}");
+    assert_eq!(ran.result.status, RunStatus::Error, "{error}");
+    assert!(error.contains("body size exceeds limit: 1000 bytes"), "{error}");
 
     // Under the cap the same body is read whole.
     let (address, _listener) = server(|mut stream| {
@@ -259,8 +259,8 @@ async fn a_connection_that_is_never_established_hits_the_connect_timeout() {
     let workspace = tempfile::tempdir().unwrap();
     let ran = run(&runtime, &http_get(&address, false), workspace.path(), &[]).await;
     let error = ran.result.error.unwrap_or_default();
-    assert_eq!(ran.result.status, RunStatus::Failed, "{error}");
-    assert!(error.contains("ConnectionTimeout"), "{error}");
+    assert_eq!(ran.result.status, RunStatus::Error, "{error}");
+    assert!(error.contains("timed out") && error.contains("ConnectionTimeout"), "{error}");
 }
 
 // ---------------------------------------------------------------------------------
@@ -384,7 +384,7 @@ async fn overloaded_and_rate_limited_answers_are_retried_within_the_limit() {
     let server = AnthropicServer::start(vec![Reply::status(529)]);
     let ran = sdk_run(&server, &sdk_agent("    maxRetries: 2\n"), workspace.path()).await;
     let error = ran.result.error.unwrap_or_default();
-    assert_eq!(ran.result.status, RunStatus::Failed, "{error}");
+    assert_eq!(ran.result.status, RunStatus::Error, "{error}");
     assert_eq!(server.message_requests().len(), 3, "one request and two retries");
     assert!(error.contains("HTTP 529") && error.contains("after 2 retries"), "{error}");
 }
@@ -395,7 +395,7 @@ async fn unauthorized_and_server_errors_fail_clearly() {
     let server = AnthropicServer::start(vec![Reply::status(401)]);
     let ran = sdk_run(&server, &sdk_agent(""), workspace.path()).await;
     let error = ran.result.error.unwrap_or_default();
-    assert_eq!(ran.result.status, RunStatus::Failed, "{error}");
+    assert_eq!(ran.result.status, RunStatus::Error, "{error}");
     assert!(error.contains("refused the credentials (HTTP 401, authentication_error"), "{error}");
     assert!(error.contains("check ANTHROPIC_API_KEY"), "{error}");
     assert_eq!(server.message_requests().len(), 1, "401 is not retried");
@@ -404,7 +404,7 @@ async fn unauthorized_and_server_errors_fail_clearly() {
     let server = AnthropicServer::start(vec![Reply::status(500)]);
     let ran = sdk_run(&server, &sdk_agent(""), workspace.path()).await;
     let error = ran.result.error.unwrap_or_default();
-    assert_eq!(ran.result.status, RunStatus::Failed, "{error}");
+    assert_eq!(ran.result.status, RunStatus::Error, "{error}");
     assert!(error.contains("answered HTTP 500 (api_error: scripted 500)"), "{error}");
     assert_eq!(server.message_requests().len(), 1, "500 is not retried");
 
@@ -415,7 +415,7 @@ async fn unauthorized_and_server_errors_fail_clearly() {
     ]);
     let ran = sdk_run(&server, &sdk_agent(""), workspace.path()).await;
     let error = ran.result.error.unwrap_or_default();
-    assert_eq!(ran.result.status, RunStatus::Failed, "{error}");
+    assert_eq!(ran.result.status, RunStatus::Error, "{error}");
     assert!(error.contains("error mid-stream") && error.contains("overloaded_error"), "{error}");
     assert!(ran.events.contains("partial.txt"), "{}", ran.events);
     assert!(workspace.path().join("partial.txt").exists());
@@ -441,6 +441,8 @@ async fn the_loop_stops_at_the_turn_limit_and_says_so() {
     let mut request = RunRequest::new(spec, home.path().into());
     request.secrets = secrets(&server.url()).iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
     let result = engine::run(&runtime, request).await.unwrap().result;
+    // The agent ran and reported that it did not finish: a failure, not an error.
+    assert_eq!(result.status, RunStatus::Failed, "{:?}", result.error);
     let agent = result.agent.expect("an agent record");
     assert!(!agent.success);
     assert_eq!(agent.turns, Some(2));
@@ -458,7 +460,7 @@ async fn the_sdk_driver_reaches_only_the_host_of_its_base_url() {
     let secrets: Vec<(&str, &str)> = secrets.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let ran = run(&runtime, &sdk_agent(""), workspace.path(), &secrets).await;
     let error = ran.result.error.unwrap_or_default();
-    assert_eq!(ran.result.status, RunStatus::Failed, "{error}");
+    assert_eq!(ran.result.status, RunStatus::Error, "{error}");
     let authority = server.url().trim_start_matches("http://").trim_end_matches('/').to_string();
     assert!(error.contains(&format!("denied the request to {authority}")), "{error}");
     assert!(server.message_requests().is_empty(), "the request left the host");
