@@ -167,3 +167,7 @@ pub fn processes_with_arg(arg: &str) -> Vec<i32> {
     }
     found
 }
+
+pub mod anthropic;
+pub mod http;
+pub mod openai_responses;
