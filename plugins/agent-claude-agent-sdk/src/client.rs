@@ -116,21 +116,29 @@ mod wasi {
         let outgoing = request.body().map_err(|_| failed("body"))?;
         let pending =
             outgoing_handler::handle(request, None).map_err(|code| error(&code, &authority))?;
+        // When the host refuses the request, the body stream closes at once; the
+        // refusal itself arrives as the response's error, so that is what is reported.
+        let mut unsent = None;
         {
             let stream = outgoing.write().map_err(|_| failed("body stream"))?;
             for chunk in body.chunks(4096) {
-                stream.blocking_write_and_flush(chunk).map_err(|e| {
-                    HttpError::Failed(format!("sending the request to {authority}: {e:?}"))
-                })?;
+                if let Err(e) = stream.blocking_write_and_flush(chunk) {
+                    unsent = Some(format!("sending the request to {authority}: {e:?}"));
+                    break;
+                }
             }
         }
-        OutgoingBody::finish(outgoing, None).map_err(|code| error(&code, &authority))?;
+        let finished = OutgoingBody::finish(outgoing, None);
         pending.subscribe().block();
         let response = match pending.get() {
             Some(Ok(Ok(response))) => response,
             Some(Ok(Err(code))) => return Err(error(&code, &authority)),
             _ => return Err(HttpError::Failed(format!("no response from {authority}"))),
         };
+        if let Some(unsent) = unsent {
+            return Err(HttpError::Failed(unsent));
+        }
+        finished.map_err(|code| error(&code, &authority))?;
         let retry_after_secs = response
             .headers()
             .get("retry-after")
