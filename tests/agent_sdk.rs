@@ -421,26 +421,34 @@ async fn unauthorized_and_server_errors_fail_clearly() {
     assert!(workspace.path().join("partial.txt").exists());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_loop_stops_at_the_turn_limit_and_says_so() {
-    let workspace = tempfile::tempdir().unwrap();
-    let server = AnthropicServer::start(vec![Reply::tool("list", json!({}))]);
+/// Runs the SDK driver with `agent` and a `convergence.limits` section.
+async fn sdk_run_limited(server: &AnthropicServer, agent: &str, limits: &str, workspace: &Path) -> RunResult {
     // `convergence` is a sibling of `execution` in the document.
     let execution = format!(
-        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: subprocess\n  network: none\n{}",
-        workspace.path().display(),
-        sdk_agent("")
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: subprocess\n  network: none\n{agent}",
+        workspace.display(),
     );
     let yaml = format!(
-        "{}\n  convergence:\n    limits:\n      maxIterations: 2\n",
-        task_spec("sdk", "loop", &execution).trim_end()
+        "{}\n  convergence:\n    limits:\n{}",
+        task_spec("sdk", "loop", &execution).trim_end(),
+        support::indent(limits, 6)
     );
     let spec = agentgate::taskspec::parse(&yaml, "test.yaml", &|_| None).expect("valid spec");
     let runtime = sdk_runtime(&server.url()).await;
     let home = tempfile::tempdir().unwrap();
     let mut request = RunRequest::new(spec, home.path().into());
-    request.secrets = secrets(&server.url()).iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-    let result = engine::run(&runtime, request).await.unwrap().result;
+    request.secrets = secrets(&server.url())
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    engine::run(&runtime, request).await.unwrap().result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loop_stops_at_the_turn_limit_and_says_so() {
+    let workspace = tempfile::tempdir().unwrap();
+    let server = AnthropicServer::start(vec![Reply::tool("list", json!({}))]);
+    let result = sdk_run_limited(&server, &sdk_agent(""), "maxIterations: 2\n", workspace.path()).await;
     // The agent ran and reported that it did not finish: a failure, not an error.
     assert_eq!(result.status, RunStatus::Failed, "{:?}", result.error);
     let agent = result.agent.expect("an agent record");
@@ -448,6 +456,41 @@ async fn the_loop_stops_at_the_turn_limit_and_says_so() {
     assert_eq!(agent.turns, Some(2));
     assert!(agent.summary.unwrap().contains("turn limit (2, convergence.limits.maxIterations)"));
     assert_eq!(server.message_requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_spec_shapes_the_requests_and_the_cost_limit_stops_the_loop() {
+    let workspace = tempfile::tempdir().unwrap();
+    let server = AnthropicServer::start(vec![
+        Reply::tool("write_file", json!({"path": "no.txt", "content": "x"})),
+        Reply::tool("list", json!({})),
+        Reply::text("never reached"),
+    ]);
+    let agent = "agent:\n  driver: claude-agent-sdk\n  model: claude-haiku-4-5\n  systemPrompt: You are terse.\n  temperature: 0.2\n  maxTokens: 512\n  capabilities:\n    shell: false\n  tools:\n    - name: Write\n      enabled: false\n  options:\n    retryBaseMs: 10\n    pricing: {inputPerMTok: 30000, outputPerMTok: 150000, cacheWritePerMTok: 0, cacheReadPerMTok: 0}\n";
+    // At these prices (which replace the model's list price) each scripted turn of 100
+    // input and 20 output tokens costs $6, so the second one passes $10.
+    let result = sdk_run_limited(&server, agent, "maxCost: \"$10.00\"\n", workspace.path()).await;
+    assert_eq!(result.status, RunStatus::Failed, "{:?}", result.error);
+    let agent = result.agent.expect("an agent record");
+    assert_eq!(agent.turns, Some(2));
+    let summary = agent.summary.unwrap();
+    assert!(summary.contains("cost limit was reached ($12.0000 spent"), "{summary}");
+    let cost = agent.usage.unwrap()["costUsd"].as_f64().unwrap();
+    assert!((cost - 12.0).abs() < 1e-9, "{cost}");
+
+    let requests = server.message_requests();
+    assert_eq!(requests.len(), 2);
+    let body = requests[0].json();
+    assert_eq!(body["model"], "claude-haiku-4-5");
+    assert_eq!(body["system"], "You are terse.");
+    assert_eq!(body["temperature"], 0.2);
+    assert_eq!(body["max_tokens"], 512);
+    let names: Vec<_> = body["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(names, ["read_file", "edit_file", "list", "glob", "grep"], "no shell, no Write");
+    // The model called a tool it does not have: it is told, and nothing is written.
+    let (_, text) = tool_results(&requests[1]).into_iter().next().unwrap_or_default();
+    assert_eq!(text, "tool \"write_file\" is not available in this run");
+    assert!(!workspace.path().join("no.txt").exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
