@@ -50,6 +50,22 @@ fn spec(agent: &str, workspace: &Path) -> agentgate::taskspec::TaskSpec {
 struct Ran {
     result: RunResult,
     events: String,
+    /// Every file of the run folder, concatenated.
+    folder_text: String,
+}
+
+/// The text of every file under `dir`.
+fn all_text(dir: &Path) -> String {
+    let mut text = String::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            text.push_str(&all_text(&path));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            text.push_str(&String::from_utf8_lossy(&bytes));
+        }
+    }
+    text
 }
 
 async fn run(runtime: &Runtime, agent: &str, workspace: &Path, secrets: &[(&str, &str)]) -> Ran {
@@ -64,6 +80,7 @@ async fn run(runtime: &Runtime, agent: &str, workspace: &Path, secrets: &[(&str,
     Ran {
         result: report.result,
         events,
+        folder_text: all_text(&report.folder),
     }
 }
 
@@ -120,7 +137,8 @@ fn limits(http: HttpLimits) -> PluginLimits {
 async fn a_host_outside_the_allowlist_is_denied_naming_the_host() {
     let contacted = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let seen = contacted.clone();
-    let (address, _listener) = server(move |_| seen.store(true, std::sync::atomic::Ordering::SeqCst));
+    let (address, _listener) =
+        server(move |_| seen.store(true, std::sync::atomic::Ordering::SeqCst));
     // Granted http, but to another host (and to this host on another port).
     let mut grants = granted_to("api.example.com");
     grants.add_flag("http-driver=http:127.0.0.1:1").unwrap();
@@ -130,19 +148,37 @@ async fn a_host_outside_the_allowlist_is_denied_naming_the_host() {
 
     assert_eq!(ran.result.status, RunStatus::Error);
     let error = ran.result.error.unwrap_or_default();
-    assert!(error.contains("denied") && error.contains("HttpRequestDenied"), "{error}");
-    assert!(error.contains(&address), "the denial names the host: {error}");
+    assert!(
+        error.contains("denied") && error.contains("HttpRequestDenied"),
+        "{error}"
+    );
+    assert!(
+        error.contains(&address),
+        "the denial names the host: {error}"
+    );
     // The host's own record says which host, what is allowed, and how to allow it.
     let line = ran
         .events
         .lines()
         .find(|l| l.contains("http request to"))
         .unwrap_or_else(|| panic!("no denial event in {}", ran.events));
-    assert!(line.contains(&format!("http request to {address} denied")), "{line}");
-    assert!(line.contains("allowed: api.example.com, 127.0.0.1:1"), "{line}");
-    assert!(line.contains(&format!("--grant http-driver=http:{address}")), "{line}");
+    assert!(
+        line.contains(&format!("http request to {address} denied")),
+        "{line}"
+    );
+    assert!(
+        line.contains("allowed: api.example.com, 127.0.0.1:1"),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!("--grant http-driver=http:{address}")),
+        "{line}"
+    );
     std::thread::sleep(Duration::from_millis(200));
-    assert!(!contacted.load(std::sync::atomic::Ordering::SeqCst), "the request left the host");
+    assert!(
+        !contacted.load(std::sync::atomic::Ordering::SeqCst),
+        "the request left the host"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,7 +196,10 @@ async fn a_server_that_never_answers_hits_the_first_byte_timeout() {
     let ran = run(&runtime, &http_get(&address, false), workspace.path(), &[]).await;
     let error = ran.result.error.unwrap_or_default();
     assert_eq!(ran.result.status, RunStatus::Error, "{error}");
-    assert!(error.contains("timed out: http-driver: request to"), "{error}");
+    assert!(
+        error.contains("timed out: http-driver: request to"),
+        "{error}"
+    );
     assert!(error.contains("ConnectionReadTimeout"), "{error}");
 }
 
@@ -202,7 +241,10 @@ async fn a_response_larger_than_the_cap_is_cut_off() {
     let ran = run(&runtime, &http_get(&address, true), workspace.path(), &[]).await;
     let error = ran.result.error.unwrap_or_default();
     assert_eq!(ran.result.status, RunStatus::Error, "{error}");
-    assert!(error.contains("body size exceeds limit: 1000 bytes"), "{error}");
+    assert!(
+        error.contains("body size exceeds limit: 1000 bytes"),
+        "{error}"
+    );
 
     // Under the cap the same body is read whole.
     let (address, _listener) = server(|mut stream| {
@@ -216,8 +258,16 @@ async fn a_response_larger_than_the_cap_is_cut_off() {
     };
     let runtime = self::runtime(granted_to(&address), limits(http)).await;
     let ran = run(&runtime, &http_get(&address, true), workspace.path(), &[]).await;
-    assert_eq!(ran.result.status, RunStatus::Succeeded, "{:?}", ran.result.error);
-    assert_eq!(ran.result.agent.unwrap().summary.as_deref(), Some("HTTP 200, 5000 bytes"));
+    assert_eq!(
+        ran.result.status,
+        RunStatus::Succeeded,
+        "{:?}",
+        ran.result.error
+    );
+    assert_eq!(
+        ran.result.agent.unwrap().summary.as_deref(),
+        Some("HTTP 200, 5000 bytes")
+    );
 }
 
 /// A listener whose accept queue is full, so a new connection is never established:
@@ -232,15 +282,24 @@ fn unconnectable() -> (String, Vec<TcpStream>, std::os::fd::OwnedFd) {
         addr.sin_family = libc::AF_INET as u16;
         addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
         let len = std::mem::size_of::<libc::sockaddr_in>() as u32;
-        assert_eq!(libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len), 0);
+        assert_eq!(
+            libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len),
+            0
+        );
         assert_eq!(libc::listen(fd, 0), 0);
         let mut bound: libc::sockaddr_in = std::mem::zeroed();
         let mut bound_len = len;
-        libc::getsockname(fd, &mut bound as *mut _ as *mut libc::sockaddr, &mut bound_len);
+        libc::getsockname(
+            fd,
+            &mut bound as *mut _ as *mut libc::sockaddr,
+            &mut bound_len,
+        );
         let address = format!("127.0.0.1:{}", u16::from_be(bound.sin_port));
         let mut fillers = Vec::new();
         for _ in 0..4 {
-            if let Ok(s) = TcpStream::connect_timeout(&address.parse().unwrap(), Duration::from_millis(300)) {
+            if let Ok(s) =
+                TcpStream::connect_timeout(&address.parse().unwrap(), Duration::from_millis(300))
+            {
                 fillers.push(s);
             }
         }
@@ -260,7 +319,10 @@ async fn a_connection_that_is_never_established_hits_the_connect_timeout() {
     let ran = run(&runtime, &http_get(&address, false), workspace.path(), &[]).await;
     let error = ran.result.error.unwrap_or_default();
     assert_eq!(ran.result.status, RunStatus::Error, "{error}");
-    assert!(error.contains("timed out") && error.contains("ConnectionTimeout"), "{error}");
+    assert!(
+        error.contains("timed out") && error.contains("ConnectionTimeout"),
+        "{error}"
+    );
 }
 
 // ---------------------------------------------------------------------------------
@@ -296,7 +358,11 @@ async fn sdk_run(server: &AnthropicServer, agent: &str, workspace: &Path) -> Ran
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_loop_completes_a_tool_session_with_the_sandbox_offline() {
     let workspace = tempfile::tempdir().unwrap();
-    std::fs::write(workspace.path().join("README.md"), "# project\nhello world\n").unwrap();
+    std::fs::write(
+        workspace.path().join("README.md"),
+        "# project\nhello world\n",
+    )
+    .unwrap();
     // A server on the host's loopback, like the Messages server: the plugin reaches
     // that one, the sandbox's tools must reach neither.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -305,16 +371,31 @@ async fn the_loop_completes_a_tool_session_with_the_sandbox_offline() {
     let server = AnthropicServer::start(vec![
         Reply::tool("list", json!({})),
         Reply::tool("bash", json!({"command": "ls; cat README.md"})),
-        Reply::tool("write_file", json!({"path": "greeting.txt", "content": "hello\n"})),
-        Reply::tool("edit_file", json!({"path": "README.md", "old_string": "hello world", "new_string": "hello agent"})),
+        Reply::tool(
+            "write_file",
+            json!({"path": "greeting.txt", "content": "hello\n"}),
+        ),
+        Reply::tool(
+            "edit_file",
+            json!({"path": "README.md", "old_string": "hello world", "new_string": "hello agent"}),
+        ),
         // The sandbox has no network: the model's own traffic does not go through it.
-        Reply::tool("bash", json!({"command": format!("curl -s -m 3 -o /dev/null http://127.0.0.1:{host_port}/; echo curl exit $?")})),
+        Reply::tool(
+            "bash",
+            json!({"command": format!("curl -s -m 3 -o /dev/null http://127.0.0.1:{host_port}/; echo curl exit $?")}),
+        ),
         Reply::tool("grep", json!({"pattern": "agent", "path": "."})),
         Reply::tool("glob", json!({"pattern": "*.txt"})),
         Reply::text("Done: greeting.txt written."),
     ]);
     let ran = sdk_run(&server, &sdk_agent(""), workspace.path()).await;
-    assert_eq!(ran.result.status, RunStatus::Succeeded, "{:?}\n{}", ran.result.error, ran.events);
+    assert_eq!(
+        ran.result.status,
+        RunStatus::Succeeded,
+        "{:?}\n{}",
+        ran.result.error,
+        ran.events
+    );
     assert_eq!(
         std::fs::read_to_string(workspace.path().join("greeting.txt")).unwrap(),
         "hello\n"
@@ -329,14 +410,31 @@ async fn the_loop_completes_a_tool_session_with_the_sandbox_offline() {
     assert_eq!(requests.len(), 8);
     let result = |turn: usize| tool_results(&requests[turn]).first().cloned().unwrap().1;
     assert!(result(1).contains("README.md"), "{}", result(1));
-    assert!(result(2).contains("exit code 0") && result(2).contains("hello world"), "{}", result(2));
+    assert!(
+        result(2).contains("exit code 0") && result(2).contains("hello world"),
+        "{}",
+        result(2)
+    );
     assert!(result(3).contains("wrote 6 bytes"), "{}", result(3));
     assert!(result(4).contains("edited README.md"), "{}", result(4));
     let curl = result(5);
-    assert!(curl.contains("curl exit ") && !curl.contains("not found"), "{curl}");
-    assert!(!curl.contains("curl exit 0"), "the sandbox reached the host: {curl}");
-    assert!(listener.accept().is_err(), "the sandbox connected to the host's loopback");
-    assert!(result(6).contains("README.md:2:hello agent"), "{}", result(6));
+    assert!(
+        curl.contains("curl exit ") && !curl.contains("not found"),
+        "{curl}"
+    );
+    assert!(
+        !curl.contains("curl exit 0"),
+        "the sandbox reached the host: {curl}"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the sandbox connected to the host's loopback"
+    );
+    assert!(
+        result(6).contains("README.md:2:hello agent"),
+        "{}",
+        result(6)
+    );
     assert_eq!(result(7), "greeting.txt");
 
     // The requests carry the key, the API version, the model and the tools.
@@ -346,15 +444,37 @@ async fn the_loop_completes_a_tool_session_with_the_sandbox_offline() {
     let body = first.json();
     assert_eq!(body["model"], "claude-sonnet-4-5");
     assert_eq!(body["stream"], true);
-    let names: Vec<_> = body["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
-    assert_eq!(names, ["bash", "read_file", "write_file", "edit_file", "list", "glob", "grep"]);
+    let names: Vec<_> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "bash",
+            "read_file",
+            "write_file",
+            "edit_file",
+            "list",
+            "glob",
+            "grep"
+        ]
+    );
 
     // The agent record: turns, usage summed over turns, cost, session, summary.
     let agent = ran.result.agent.unwrap();
     assert!(agent.success);
     assert_eq!(agent.turns, Some(8));
-    assert_eq!(agent.summary.as_deref(), Some("Done: greeting.txt written."));
-    assert_eq!(agent.session_id.as_deref(), Some(&*format!("claude-agent-sdk-{}", ran.result.run_id)));
+    assert_eq!(
+        agent.summary.as_deref(),
+        Some("Done: greeting.txt written.")
+    );
+    assert_eq!(
+        agent.session_id.as_deref(),
+        Some(&*format!("claude-agent-sdk-{}", ran.result.run_id))
+    );
     let usage = agent.usage.unwrap();
     assert_eq!(usage["inputTokens"], 8 * INPUT_TOKENS, "{usage}");
     assert_eq!(usage["outputTokens"], 8 * OUTPUT_TOKENS, "{usage}");
@@ -362,8 +482,12 @@ async fn the_loop_completes_a_tool_session_with_the_sandbox_offline() {
     let expected = 8.0 * (INPUT_TOKENS as f64 * 3.0 + OUTPUT_TOKENS as f64 * 15.0) / 1e6;
     assert!((cost - expected).abs() < 1e-9, "{cost} != {expected}");
     // Events: tool calls and results as they happened; the key appears nowhere.
-    assert!(ran.events.contains("\"tool_call\"") || ran.events.contains("toolCall"), "{}", ran.events);
-    assert!(!ran.events.contains(API_KEY));
+    assert!(
+        ran.events.contains("\"tool_call\"") || ran.events.contains("toolCall"),
+        "{}",
+        ran.events
+    );
+    assert!(!ran.folder_text.is_empty() && !ran.folder_text.contains(API_KEY));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -375,18 +499,40 @@ async fn overloaded_and_rate_limited_answers_are_retried_within_the_limit() {
         Reply::text("done after retries"),
     ]);
     let ran = sdk_run(&server, &sdk_agent(""), workspace.path()).await;
-    assert_eq!(ran.result.status, RunStatus::Succeeded, "{:?}", ran.result.error);
+    assert_eq!(
+        ran.result.status,
+        RunStatus::Succeeded,
+        "{:?}",
+        ran.result.error
+    );
     assert_eq!(server.message_requests().len(), 3);
-    assert!(ran.events.contains("answered HTTP 529 (overloaded_error); retry 1 of 4"), "{}", ran.events);
-    assert!(ran.events.contains("answered HTTP 429 (rate_limit_error); retry 2 of 4"), "{}", ran.events);
+    assert!(
+        ran.events
+            .contains("answered HTTP 529 (overloaded_error); retry 1 of 4"),
+        "{}",
+        ran.events
+    );
+    assert!(
+        ran.events
+            .contains("answered HTTP 429 (rate_limit_error); retry 2 of 4"),
+        "{}",
+        ran.events
+    );
 
     // Always overloaded: maxRetries retries, then a failure that says so.
     let server = AnthropicServer::start(vec![Reply::status(529)]);
     let ran = sdk_run(&server, &sdk_agent("    maxRetries: 2\n"), workspace.path()).await;
     let error = ran.result.error.unwrap_or_default();
     assert_eq!(ran.result.status, RunStatus::Error, "{error}");
-    assert_eq!(server.message_requests().len(), 3, "one request and two retries");
-    assert!(error.contains("HTTP 529") && error.contains("after 2 retries"), "{error}");
+    assert_eq!(
+        server.message_requests().len(),
+        3,
+        "one request and two retries"
+    );
+    assert!(
+        error.contains("HTTP 529") && error.contains("after 2 retries"),
+        "{error}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -396,16 +542,22 @@ async fn unauthorized_and_server_errors_fail_clearly() {
     let ran = sdk_run(&server, &sdk_agent(""), workspace.path()).await;
     let error = ran.result.error.unwrap_or_default();
     assert_eq!(ran.result.status, RunStatus::Error, "{error}");
-    assert!(error.contains("refused the credentials (HTTP 401, authentication_error"), "{error}");
+    assert!(
+        error.contains("refused the credentials (HTTP 401, authentication_error"),
+        "{error}"
+    );
     assert!(error.contains("check ANTHROPIC_API_KEY"), "{error}");
     assert_eq!(server.message_requests().len(), 1, "401 is not retried");
-    assert!(!error.contains(API_KEY));
+    assert!(!ran.folder_text.contains(API_KEY));
 
     let server = AnthropicServer::start(vec![Reply::status(500)]);
     let ran = sdk_run(&server, &sdk_agent(""), workspace.path()).await;
     let error = ran.result.error.unwrap_or_default();
     assert_eq!(ran.result.status, RunStatus::Error, "{error}");
-    assert!(error.contains("answered HTTP 500 (api_error: scripted 500)"), "{error}");
+    assert!(
+        error.contains("answered HTTP 500 (api_error: scripted 500)"),
+        "{error}"
+    );
     assert_eq!(server.message_requests().len(), 1, "500 is not retried");
 
     // An error event mid-stream fails the run; what came before is kept.
@@ -416,13 +568,21 @@ async fn unauthorized_and_server_errors_fail_clearly() {
     let ran = sdk_run(&server, &sdk_agent(""), workspace.path()).await;
     let error = ran.result.error.unwrap_or_default();
     assert_eq!(ran.result.status, RunStatus::Error, "{error}");
-    assert!(error.contains("error mid-stream") && error.contains("overloaded_error"), "{error}");
+    assert!(
+        error.contains("error mid-stream") && error.contains("overloaded_error"),
+        "{error}"
+    );
     assert!(ran.events.contains("partial.txt"), "{}", ran.events);
     assert!(workspace.path().join("partial.txt").exists());
 }
 
 /// Runs the SDK driver with `agent` and a `convergence.limits` section.
-async fn sdk_run_limited(server: &AnthropicServer, agent: &str, limits: &str, workspace: &Path) -> RunResult {
+async fn sdk_run_limited(
+    server: &AnthropicServer,
+    agent: &str,
+    limits: &str,
+    workspace: &Path,
+) -> RunResult {
     // `convergence` is a sibling of `execution` in the document.
     let execution = format!(
         "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: subprocess\n  network: none\n{agent}",
@@ -448,13 +608,22 @@ async fn sdk_run_limited(server: &AnthropicServer, agent: &str, limits: &str, wo
 async fn the_loop_stops_at_the_turn_limit_and_says_so() {
     let workspace = tempfile::tempdir().unwrap();
     let server = AnthropicServer::start(vec![Reply::tool("list", json!({}))]);
-    let result = sdk_run_limited(&server, &sdk_agent(""), "maxIterations: 2\n", workspace.path()).await;
+    let result = sdk_run_limited(
+        &server,
+        &sdk_agent(""),
+        "maxIterations: 2\n",
+        workspace.path(),
+    )
+    .await;
     // The agent ran and reported that it did not finish: a failure, not an error.
     assert_eq!(result.status, RunStatus::Failed, "{:?}", result.error);
     let agent = result.agent.expect("an agent record");
     assert!(!agent.success);
     assert_eq!(agent.turns, Some(2));
-    assert!(agent.summary.unwrap().contains("turn limit (2, convergence.limits.maxIterations)"));
+    assert!(agent
+        .summary
+        .unwrap()
+        .contains("turn limit (2, convergence.limits.maxIterations)"));
     assert_eq!(server.message_requests().len(), 2);
 }
 
@@ -474,7 +643,10 @@ async fn the_spec_shapes_the_requests_and_the_cost_limit_stops_the_loop() {
     let agent = result.agent.expect("an agent record");
     assert_eq!(agent.turns, Some(2));
     let summary = agent.summary.unwrap();
-    assert!(summary.contains("cost limit was reached ($12.0000 spent"), "{summary}");
+    assert!(
+        summary.contains("cost limit was reached ($12.0000 spent"),
+        "{summary}"
+    );
     let cost = agent.usage.unwrap()["costUsd"].as_f64().unwrap();
     assert!((cost - 12.0).abs() < 1e-9, "{cost}");
 
@@ -485,10 +657,22 @@ async fn the_spec_shapes_the_requests_and_the_cost_limit_stops_the_loop() {
     assert_eq!(body["system"], "You are terse.");
     assert_eq!(body["temperature"], 0.2);
     assert_eq!(body["max_tokens"], 512);
-    let names: Vec<_> = body["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
-    assert_eq!(names, ["read_file", "edit_file", "list", "glob", "grep"], "no shell, no Write");
+    let names: Vec<_> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        names,
+        ["read_file", "edit_file", "list", "glob", "grep"],
+        "no shell, no Write"
+    );
     // The model called a tool it does not have: it is told, and nothing is written.
-    let (_, text) = tool_results(&requests[1]).into_iter().next().unwrap_or_default();
+    let (_, text) = tool_results(&requests[1])
+        .into_iter()
+        .next()
+        .unwrap_or_default();
     assert_eq!(text, "tool \"write_file\" is not available in this run");
     assert!(!workspace.path().join("no.txt").exists());
 }
@@ -504,8 +688,48 @@ async fn the_sdk_driver_reaches_only_the_host_of_its_base_url() {
     let ran = run(&runtime, &sdk_agent(""), workspace.path(), &secrets).await;
     let error = ran.result.error.unwrap_or_default();
     assert_eq!(ran.result.status, RunStatus::Error, "{error}");
-    let authority = server.url().trim_start_matches("http://").trim_end_matches('/').to_string();
-    assert!(error.contains(&format!("denied the request to {authority}")), "{error}");
-    assert!(server.message_requests().is_empty(), "the request left the host");
-    assert!(ran.events.contains("allowed: 127.0.0.1:1"), "{}", ran.events);
+    let authority = server
+        .url()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    assert!(
+        error.contains(&format!("denied the request to {authority}")),
+        "{error}"
+    );
+    assert!(
+        server.message_requests().is_empty(),
+        "the request left the host"
+    );
+    assert!(
+        ran.events.contains("allowed: 127.0.0.1:1"),
+        "{}",
+        ran.events
+    );
+}
+
+#[test]
+fn the_cli_allows_the_host_of_the_operators_base_url() {
+    let home = support::Home::new();
+    let inspect = |base_url: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_agentgate"))
+            .args(["plugins", "inspect", "agent-claude-agent-sdk"])
+            .env("AGENTGATE_HOME", home.dir.path())
+            .env("ANTHROPIC_BASE_URL", base_url)
+            .output()
+            .expect("running agentgate")
+    };
+    let output = inspect("http://127.0.0.1:4000/anthropic");
+    assert!(output.status.success(), "{}", support::stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["httpHosts"], json!(["127.0.0.1:4000"]));
+    assert_eq!(report["granted"], json!(["events", "sandbox", "http"]));
+    let output = inspect("");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["httpHosts"], json!(["api.anthropic.com"]));
+
+    let output = inspect("api.anthropic.com");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = support::stderr(&output);
+    assert!(stderr.contains("ANTHROPIC_BASE_URL: http host \"api.anthropic.com\": the URL must start with https:// or http://"), "{stderr}");
 }

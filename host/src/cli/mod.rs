@@ -158,7 +158,10 @@ impl Cli {
             grants.add_flag(flag)?;
         }
         // The built-in Agent SDK driver may reach this host, and only it.
-        if let Some(url) = std::env::var("ANTHROPIC_BASE_URL").ok().filter(|u| !u.is_empty()) {
+        if let Some(url) = std::env::var("ANTHROPIC_BASE_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        {
             grants.set_anthropic_base_url(&url)?;
         }
         let mut plugin_dirs: Vec<PathBuf> = std::env::var_os("AGENTGATE_PLUGIN_PATH")

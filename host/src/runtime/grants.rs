@@ -494,9 +494,10 @@ pub fn builtin_granted(
     let mut http_hosts = HostAllowlist::default();
     if name == ANTHROPIC_SDK_PLUGIN {
         capabilities.insert(Capability::Http);
-        http_hosts = grants.anthropic_hosts.clone().unwrap_or_else(|| {
-            HostAllowlist::parse(&["api.anthropic.com"]).expect("a valid host")
-        });
+        http_hosts = grants
+            .anthropic_hosts
+            .clone()
+            .unwrap_or_else(|| HostAllowlist::parse(&["api.anthropic.com"]).expect("a valid host"));
     }
     Granted {
         capabilities,
@@ -757,7 +758,10 @@ mod tests {
         )
         .unwrap();
         let text = Grants::from_file(&path).unwrap_err().to_string();
-        assert!(text.contains("plugins.d.hosts") && text.contains("no wildcards"), "{text}");
+        assert!(
+            text.contains("plugins.d.hosts") && text.contains("no wildcards"),
+            "{text}"
+        );
         std::fs::write(
             &path,
             "plugins:\n  d:\n    capabilities: [events]\n    hosts: [api.example.com]\n",

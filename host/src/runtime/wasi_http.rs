@@ -59,7 +59,8 @@ impl HttpLimits {
     /// The plugin's request options, each bounded by the host's limit.
     fn bound(&self, asked: Option<RequestOptions>) -> RequestOptions {
         let asked = asked.unwrap_or_default();
-        let min = |asked: Option<Duration>, limit: Duration| Some(asked.map_or(limit, |a| a.min(limit)));
+        let min =
+            |asked: Option<Duration>, limit: Duration| Some(asked.map_or(limit, |a| a.min(limit)));
         RequestOptions {
             connect_timeout: min(asked.connect_timeout, self.connect),
             first_byte_timeout: min(asked.first_byte_timeout, self.first_byte),
@@ -142,7 +143,9 @@ impl HostAllowlist {
             Some("http" | "https") => {}
             _ => return Err(bad("the URL must start with https:// or http://")),
         }
-        let authority = uri.authority().ok_or_else(|| bad("the URL names no host"))?;
+        let authority = uri
+            .authority()
+            .ok_or_else(|| bad("the URL names no host"))?;
         HostAllowlist::parse(&[authority.as_str()])
     }
 

@@ -37,6 +37,7 @@ impl Endpoint {
     }
 
     /// The path of the Messages endpoint.
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
     pub fn messages_path(&self) -> String {
         format!("{}/v1/messages", self.prefix)
     }
@@ -104,9 +105,17 @@ mod wasi {
             .collect();
         let fields = Fields::from_list(&fields).map_err(|e| failed(&format!("{e:?}")))?;
         let request = OutgoingRequest::new(fields);
-        request.set_method(&Method::Post).map_err(|_| failed("method"))?;
-        let scheme = if endpoint.https { Scheme::Https } else { Scheme::Http };
-        request.set_scheme(Some(&scheme)).map_err(|_| failed("scheme"))?;
+        request
+            .set_method(&Method::Post)
+            .map_err(|_| failed("method"))?;
+        let scheme = if endpoint.https {
+            Scheme::Https
+        } else {
+            Scheme::Http
+        };
+        request
+            .set_scheme(Some(&scheme))
+            .map_err(|_| failed("scheme"))?;
         request
             .set_authority(Some(&authority))
             .map_err(|_| failed("authority"))?;
@@ -164,7 +173,9 @@ mod wasi {
                 Err(StreamError::LastOperationFailed(e)) => {
                     let text = match wasip2::http::types::http_error_code(&e) {
                         Some(code) => match error(&code, &self.authority) {
-                            HttpError::Denied(t) | HttpError::TimedOut(t) | HttpError::Failed(t) => t,
+                            HttpError::Denied(t)
+                            | HttpError::TimedOut(t)
+                            | HttpError::Failed(t) => t,
                         },
                         None => e.to_debug_string(),
                     };
@@ -228,7 +239,10 @@ mod tests {
         assert_eq!(e.messages_path(), "/proxy/v1/messages");
         for bad in ["api.anthropic.com", "ftp://x", "https://x/?a=1"] {
             let err = Endpoint::parse(bad).unwrap_err();
-            assert!(err.contains("ANTHROPIC_BASE_URL") && err.contains(bad), "{err}");
+            assert!(
+                err.contains("ANTHROPIC_BASE_URL") && err.contains(bad),
+                "{err}"
+            );
         }
     }
 }

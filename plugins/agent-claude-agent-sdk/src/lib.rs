@@ -205,7 +205,9 @@ fn http_error(e: HttpError) -> Error {
 fn api_failure(status: u16, body: &[u8], retries: u32) -> Error {
     let detail = match messages::error_of_body(body) {
         Some(e) => format!("{}: {}", e.kind, e.message),
-        None => String::from_utf8_lossy(&body[..body.len().min(300)]).trim().to_string(),
+        None => String::from_utf8_lossy(&body[..body.len().min(300)])
+            .trim()
+            .to_string(),
     };
     error::failed(match status {
         401 => format!(
@@ -251,7 +253,13 @@ fn request_turn(config: &Config, body: &[u8]) -> Result<Turn, Error> {
                 ));
                 sleep_ms(delay);
             }
-            status => return Err(api_failure(status, &response.read_to_end(64 * 1024), attempt)),
+            status => {
+                return Err(api_failure(
+                    status,
+                    &response.read_to_end(64 * 1024),
+                    attempt,
+                ))
+            }
         }
     }
 }
@@ -260,10 +268,12 @@ fn request_turn(config: &Config, body: &[u8]) -> Result<Turn, Error> {
 fn stream_turn(response: &mut client::Response) -> Result<Turn, Error> {
     let mut turn = Turn::default();
     for event in sse::Events::new(|| response.read_chunk()) {
-        let event = event.map_err(|e| {
-            error::failed(format!("the API's stream broke off: {e}"))
-        })?;
-        let name = if event.event.is_empty() { "message" } else { event.event.as_str() };
+        let event = event.map_err(|e| error::failed(format!("the API's stream broke off: {e}")))?;
+        let name = if event.event.is_empty() {
+            "message"
+        } else {
+            event.event.as_str()
+        };
         match turn.apply(name, &event.data) {
             Ok(Some(Finished::Text(text))) if !text.is_empty() => events::agent_message(text),
             Ok(Some(Finished::ToolUse { id, name, input })) => {
@@ -414,7 +424,12 @@ impl Driver for SdkDriver {
             format!(
                 "claude-agent-sdk: model {}, tools [{}], at most {} turns, API at {}",
                 config.model,
-                config.tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", "),
+                config
+                    .tools
+                    .iter()
+                    .map(|t| t.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 config.max_turns,
                 config.endpoint.authority
             ),
@@ -459,7 +474,13 @@ mod tests {
 
     #[test]
     fn the_config_comes_from_the_task_and_its_secrets() {
-        let t = task("{}", &[("ANTHROPIC_API_KEY", "k"), ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/")]);
+        let t = task(
+            "{}",
+            &[
+                ("ANTHROPIC_API_KEY", "k"),
+                ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/"),
+            ],
+        );
         let config = Config::of(&t).unwrap();
         assert_eq!(config.auth, ("x-api-key", "k".to_string()));
         assert_eq!(config.endpoint.authority, "127.0.0.1:9");
@@ -477,7 +498,10 @@ mod tests {
     #[test]
     fn a_missing_key_says_how_to_pass_it() {
         let err = Config::of(&task("{}", &[])).unwrap_err();
-        assert!(describe_error(&err).contains("--secret-env ANTHROPIC_API_KEY"), "{err:?}");
+        assert!(
+            describe_error(&err).contains("--secret-env ANTHROPIC_API_KEY"),
+            "{err:?}"
+        );
     }
 
     #[test]
@@ -486,7 +510,10 @@ mod tests {
         t.model = Some("my-own-model".into());
         t.max_cost_usd = Some(1.0);
         let err = Config::of(&t).unwrap_err();
-        assert!(describe_error(&err).contains("agent.options.pricing"), "{err:?}");
+        assert!(
+            describe_error(&err).contains("agent.options.pricing"),
+            "{err:?}"
+        );
         t.options = r#"{"pricing":{"inputPerMTok":1,"outputPerMTok":2,"cacheWritePerMTok":1,"cacheReadPerMTok":0.1}}"#.into();
         assert!(Config::of(&t).unwrap().pricing.is_some());
     }
@@ -506,8 +533,17 @@ mod tests {
     fn api_failures_say_what_to_do() {
         let body = br#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#;
         let text = describe_error(&api_failure(401, body, 0));
-        assert!(text.contains("HTTP 401") && text.contains("invalid x-api-key") && text.contains("ANTHROPIC_API_KEY"), "{text}");
-        let text = describe_error(&api_failure(529, br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#, 4));
+        assert!(
+            text.contains("HTTP 401")
+                && text.contains("invalid x-api-key")
+                && text.contains("ANTHROPIC_API_KEY"),
+            "{text}"
+        );
+        let text = describe_error(&api_failure(
+            529,
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            4,
+        ));
         assert!(text.contains("after 4 retries"), "{text}");
         let text = describe_error(&api_failure(500, b"upstream exploded", 0));
         assert!(text.contains("HTTP 500 (upstream exploded)"), "{text}");
@@ -516,7 +552,14 @@ mod tests {
     #[test]
     fn stops_say_which_limit() {
         assert!(Stop::MaxTurns(3).describe().contains("maxIterations"));
-        assert!(Stop::MaxTokens(10).describe().contains("agent.maxTokens = 10"));
-        assert!(Stop::MaxCost { spent: 1.5, limit: 1.0 }.describe().contains("maxCost = $1"));
+        assert!(Stop::MaxTokens(10)
+            .describe()
+            .contains("agent.maxTokens = 10"));
+        assert!(Stop::MaxCost {
+            spent: 1.5,
+            limit: 1.0
+        }
+        .describe()
+        .contains("maxCost = $1"));
     }
 }

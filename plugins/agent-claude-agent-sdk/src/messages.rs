@@ -122,12 +122,10 @@ struct MessageStart {
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Delta {
-    TextDelta {
-        text: String,
-    },
-    InputJsonDelta {
-        partial_json: String,
-    },
+    #[serde(rename = "text_delta")]
+    Text { text: String },
+    #[serde(rename = "input_json_delta")]
+    InputJson { partial_json: String },
     #[serde(other)]
     Unknown,
 }
@@ -164,7 +162,11 @@ pub enum StreamError {
 impl std::fmt::Display for StreamError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StreamError::Api(e) => write!(f, "the API sent an error mid-stream: {} ({})", e.message, e.kind),
+            StreamError::Api(e) => write!(
+                f,
+                "the API sent an error mid-stream: {} ({})",
+                e.message, e.kind
+            ),
             StreamError::Malformed { event, reason } => {
                 write!(f, "the API sent a malformed {event:?} event: {reason}")
             }
@@ -187,17 +189,22 @@ pub struct Turn {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Finished {
     Text(String),
-    ToolUse { id: String, name: String, input: Value },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
 }
 
 impl Turn {
     /// Applies one SSE event (`event` name, `data` text). Returns the block a
     /// `content_block_stop` finished, if any.
     pub fn apply(&mut self, event: &str, data: &str) -> Result<Option<Finished>, StreamError> {
-        let parsed: StreamEvent = serde_json::from_str(data).map_err(|e| StreamError::Malformed {
-            event: event.to_string(),
-            reason: e.to_string(),
-        })?;
+        let parsed: StreamEvent =
+            serde_json::from_str(data).map_err(|e| StreamError::Malformed {
+                event: event.to_string(),
+                reason: e.to_string(),
+            })?;
         match parsed {
             StreamEvent::MessageStart { message } => {
                 self.message_id = message.id;
@@ -225,10 +232,8 @@ impl Turn {
             }
             StreamEvent::ContentBlockDelta { index, delta } => {
                 match (self.blocks.get_mut(index), delta) {
-                    (Some(Block::Text(text)), Delta::TextDelta { text: more }) => {
-                        text.push_str(&more)
-                    }
-                    (Some(Block::ToolUse { json, .. }), Delta::InputJsonDelta { partial_json }) => {
+                    (Some(Block::Text(text)), Delta::Text { text: more }) => text.push_str(&more),
+                    (Some(Block::ToolUse { json, .. }), Delta::InputJson { partial_json }) => {
                         json.push_str(&partial_json)
                     }
                     _ => {}
@@ -334,19 +339,52 @@ mod tests {
 
     /// A tool-use turn as the API streams it (shapes from the Messages streaming docs).
     const TOOL_TURN: &[(&str, &str)] = &[
-        ("message_start", r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"usage":{"input_tokens":25,"output_tokens":1,"cache_read_input_tokens":7}}}"#),
-        ("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#),
+        (
+            "message_start",
+            r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"usage":{"input_tokens":25,"output_tokens":1,"cache_read_input_tokens":7}}}"#,
+        ),
+        (
+            "content_block_start",
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        ),
         ("ping", r#"{"type":"ping"}"#),
-        ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Let me "}}"#),
-        ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"look."}}"#),
-        ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
-        ("content_block_start", r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"bash","input":{}}}"#),
-        ("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}"#),
-        ("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"command\": \"l"}}"#),
-        ("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"s\"}"}}"#),
-        ("content_block_stop", r#"{"type":"content_block_stop","index":1}"#),
+        (
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Let me "}}"#,
+        ),
+        (
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"look."}}"#,
+        ),
+        (
+            "content_block_stop",
+            r#"{"type":"content_block_stop","index":0}"#,
+        ),
+        (
+            "content_block_start",
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"bash","input":{}}}"#,
+        ),
+        (
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}"#,
+        ),
+        (
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"command\": \"l"}}"#,
+        ),
+        (
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"s\"}"}}"#,
+        ),
+        (
+            "content_block_stop",
+            r#"{"type":"content_block_stop","index":1}"#,
+        ),
         ("some_future_event", r#"{"type":"some_future_event","x":1}"#),
-        ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":42}}"#),
+        (
+            "message_delta",
+            r#"{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":42}}"#,
+        ),
         ("message_stop", r#"{"type":"message_stop"}"#),
     ];
 
@@ -398,7 +436,10 @@ mod tests {
             "the API sent an error mid-stream: Overloaded (overloaded_error)"
         );
         let err = turn.apply("message_start", "{not json").unwrap_err();
-        assert!(err.to_string().contains("malformed \"message_start\""), "{err}");
+        assert!(
+            err.to_string().contains("malformed \"message_start\""),
+            "{err}"
+        );
     }
 
     #[test]

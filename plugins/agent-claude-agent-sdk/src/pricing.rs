@@ -57,7 +57,10 @@ impl Pricing {
         let m = |n: u64, per: f64| n as f64 * per / 1_000_000.0;
         m(tokens.input_tokens, self.input_per_m_tok)
             + m(tokens.output_tokens, self.output_per_m_tok)
-            + m(tokens.cache_creation_input_tokens, self.cache_write_per_m_tok)
+            + m(
+                tokens.cache_creation_input_tokens,
+                self.cache_write_per_m_tok,
+            )
             + m(tokens.cache_read_input_tokens, self.cache_read_per_m_tok)
     }
 }
@@ -74,7 +77,9 @@ mod tests {
             cache_creation_input_tokens: 1_000_000,
             cache_read_input_tokens: 1_000_000,
         };
-        let cost = list_price("claude-sonnet-4-5-20250929").unwrap().cost(&tokens);
+        let cost = list_price("claude-sonnet-4-5-20250929")
+            .unwrap()
+            .cost(&tokens);
         assert!((cost - (3.0 + 15.0 + 3.75 + 0.3)).abs() < 1e-9, "{cost}");
         assert_eq!(list_price("claude-opus-4-5").unwrap().input_per_m_tok, 5.0);
         assert_eq!(list_price("claude-opus-4-1").unwrap().input_per_m_tok, 15.0);

@@ -81,7 +81,10 @@ mod tests {
 
     fn expected() -> Vec<Result<(String, String), String>> {
         vec![
-            Ok(("message_start".into(), "{\"type\":\"message_start\"}".into())),
+            Ok((
+                "message_start".into(),
+                "{\"type\":\"message_start\"}".into(),
+            )),
             Ok(("ping".into(), "{\"type\": \"ping\"}".into())),
             Ok(("content_block_delta".into(), "{\"a\":\n1}".into())),
         ]

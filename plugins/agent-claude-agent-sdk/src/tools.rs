@@ -124,7 +124,10 @@ impl Tool {
 /// The tools of a run: every tool its capabilities allow, less those `agent.tools`
 /// disables. Enabling a tool its capabilities forbid, or naming an unknown tool, is an
 /// error that says which entry and why.
-pub fn select(capabilities: &AgentCapabilities, settings: &[ToolSetting]) -> Result<Vec<Tool>, Error> {
+pub fn select(
+    capabilities: &AgentCapabilities,
+    settings: &[ToolSetting],
+) -> Result<Vec<Tool>, Error> {
     let mut tools: Vec<Tool> = Tool::ALL
         .into_iter()
         .filter(|t| (t.needs().1)(capabilities))
@@ -170,7 +173,11 @@ pub fn truncate(text: String) -> String {
     while !text.is_char_boundary(cut) {
         cut -= 1;
     }
-    format!("{}\n[output truncated: {} bytes in all]", &text[..cut], text.len())
+    format!(
+        "{}\n[output truncated: {} bytes in all]",
+        &text[..cut],
+        text.len()
+    )
 }
 
 /// Replaces `old` by `new` in `text`: exactly one occurrence unless `all`.
@@ -203,7 +210,12 @@ pub fn field<'a>(input: &'a Value, name: &str) -> Result<&'a str, String> {
 pub fn run(tool: Tool, input: &Value, command_timeout_ms: u64) -> Result<String, String> {
     use agentgate_plugin_sdk::host::sandbox;
     let shown = |e: Error| crate::describe_error(&e);
-    let path = || input["path"].as_str().filter(|p| !p.is_empty()).unwrap_or(".");
+    let path = || {
+        input["path"]
+            .as_str()
+            .filter(|p| !p.is_empty())
+            .unwrap_or(".")
+    };
     match tool {
         Tool::Bash => {
             let command = field(input, "command")?;
@@ -227,7 +239,12 @@ pub fn run(tool: Tool, input: &Value, command_timeout_ms: u64) -> Result<String,
             let bytes = sandbox::read_file(path).map_err(shown)?;
             let text = String::from_utf8(bytes).map_err(|_| format!("{path} is not UTF-8 text"))?;
             let all = input["replace_all"].as_bool().unwrap_or(false);
-            let edited = edit(&text, field(input, "old_string")?, field(input, "new_string")?, all)?;
+            let edited = edit(
+                &text,
+                field(input, "old_string")?,
+                field(input, "new_string")?,
+                all,
+            )?;
             sandbox::write_file(path, edited.as_bytes()).map_err(shown)?;
             Ok(format!("edited {path}"))
         }
@@ -267,7 +284,10 @@ pub fn run(tool: Tool, input: &Value, command_timeout_ms: u64) -> Result<String,
         Tool::Grep => {
             let pattern = field(input, "pattern")?;
             let argv = ["grep", "-rnE", "--", pattern, path()];
-            exec(argv.iter().map(|s| s.to_string()).collect(), command_timeout_ms)
+            exec(
+                argv.iter().map(|s| s.to_string()).collect(),
+                command_timeout_ms,
+            )
         }
     }
 }
@@ -288,7 +308,11 @@ fn walk(dir: &str, visit: &mut dyn FnMut(&str)) -> Result<(), String> {
             if seen > MAX_WALK {
                 return Err(format!("more than {MAX_WALK} entries; narrow the path"));
             }
-            let path = if dir == "." { entry.name.clone() } else { format!("{dir}/{}", entry.name) };
+            let path = if dir == "." {
+                entry.name.clone()
+            } else {
+                format!("{dir}/{}", entry.name)
+            };
             if entry.is_dir {
                 if entry.name != ".git" {
                     pending.push(path);
@@ -375,27 +399,45 @@ mod tests {
         assert!(!no_shell.contains(&Tool::Bash) && no_shell.len() == 6);
         assert_eq!(select(&caps(true, false), &[]).unwrap(), [Tool::Bash]);
         assert!(select(&caps(false, false), &[]).unwrap().is_empty());
-        let tools = select(&caps(true, true), &[setting("Write", false), setting("grep", false)]).unwrap();
+        let tools = select(
+            &caps(true, true),
+            &[setting("Write", false), setting("grep", false)],
+        )
+        .unwrap();
         assert!(!tools.contains(&Tool::WriteFile) && !tools.contains(&Tool::Grep));
         assert_eq!(tools.len(), 5);
     }
 
     #[test]
     fn a_tool_setting_that_cannot_hold_names_the_entry() {
-        let err = select(&caps(true, true), &[setting("bash", true), setting("browser", true)]).unwrap_err();
+        let err = select(
+            &caps(true, true),
+            &[setting("bash", true), setting("browser", true)],
+        )
+        .unwrap_err();
         let text = format!("{err:?}");
-        assert!(text.contains("tools[1].name") && text.contains("unknown tool \\\"browser\\\""), "{text}");
+        assert!(
+            text.contains("tools[1].name") && text.contains("unknown tool \\\"browser\\\""),
+            "{text}"
+        );
         let err = select(&caps(false, true), &[setting("Bash", true)]).unwrap_err();
         let text = format!("{err:?}");
-        assert!(text.contains("tools[0].enabled") && text.contains("capabilities.shell is false"), "{text}");
+        assert!(
+            text.contains("tools[0].enabled") && text.contains("capabilities.shell is false"),
+            "{text}"
+        );
     }
 
     #[test]
     fn edits_need_a_unique_match_unless_all() {
         assert_eq!(edit("a b a", "b", "c", false).unwrap(), "a c a");
-        assert!(edit("a b a", "a", "c", false).unwrap_err().contains("2 times"));
+        assert!(edit("a b a", "a", "c", false)
+            .unwrap_err()
+            .contains("2 times"));
         assert_eq!(edit("a b a", "a", "c", true).unwrap(), "c b c");
-        assert!(edit("a", "z", "c", false).unwrap_err().contains("does not occur"));
+        assert!(edit("a", "z", "c", false)
+            .unwrap_err()
+            .contains("does not occur"));
         assert!(edit("a", "", "c", false).is_err());
     }
 
@@ -403,7 +445,10 @@ mod tests {
     fn long_output_is_cut_on_a_char_boundary() {
         let text = "é".repeat(MAX_OUTPUT_CHARS);
         let cut = truncate(text);
-        assert!(cut.ends_with(&format!("[output truncated: {} bytes in all]", 2 * MAX_OUTPUT_CHARS)));
+        assert!(cut.ends_with(&format!(
+            "[output truncated: {} bytes in all]",
+            2 * MAX_OUTPUT_CHARS
+        )));
         assert_eq!(truncate("short".into()), "short");
     }
 
