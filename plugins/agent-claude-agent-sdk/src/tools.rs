@@ -264,13 +264,10 @@ pub fn run(tool: Tool, input: &Value, command_timeout_ms: u64) -> Result<String,
         }
         Tool::Glob => {
             let pattern = field(input, "pattern")?;
-            let matcher = globset::Glob::new(pattern)
-                .map_err(|e| format!("bad glob {pattern:?}: {e}"))?
-                .compile_matcher();
             let mut found = Vec::new();
             walk(path(), &mut |p| {
                 let relative = p.strip_prefix("./").unwrap_or(p);
-                if matcher.is_match(relative) {
+                if glob_match::glob_match(pattern, relative) {
                     found.push(relative.to_string());
                 }
             })?;
