@@ -95,7 +95,19 @@ fn in_docker(workspace: &Path, readonly: bool, sandbox_extra: &str, agent: &str)
 
 /// Runs `agent` in a docker sandbox; returns the home (for its logs and result).
 fn run(workspace: &Path, readonly: bool, sandbox_extra: &str, agent_script: &str) -> Home {
+    run_granted("", workspace, readonly, sandbox_extra, agent_script)
+}
+
+/// [`run`] in a home whose operator wrote `grants` into `grants.yaml`.
+fn run_granted(
+    grants: &str,
+    workspace: &Path,
+    readonly: bool,
+    sandbox_extra: &str,
+    agent_script: &str,
+) -> Home {
     let home = Home::new();
+    std::fs::write(home.dir.path().join("grants.yaml"), grants).unwrap();
     let output = home.run_spec(&task_spec(
         "docker",
         "contain me",
@@ -298,20 +310,89 @@ fn network_none_leaves_only_loopback_and_bridge_gives_eth0() {
 }
 
 #[test]
-fn host_network_is_refused_without_the_operators_grant() {
+fn host_network_needs_the_operators_grant() {
     if !docker_ready() {
         return;
     }
+    const LIST: &str = "ls /sys/class/net | sort";
     let workspace = tempfile::tempdir().unwrap();
-    let home = run(workspace.path(), false, "network: host\n", "echo ran");
+    // The TaskSpec's author asks; only the operator's grants.yaml can allow it.
+    let home = run(workspace.path(), false, "network: host\n", LIST);
     let result = home.result();
     assert_ne!(result["status"], "succeeded", "{result:#}");
     let error = result["error"].as_str().unwrap_or_default();
     assert!(
-        error.contains("AGENTGATE_DOCKER_ALLOW_HOST_NETWORK"),
+        error.contains("hostNetwork: true") && error.contains("grants.yaml"),
         "{result:#}"
     );
-    assert!(!home.log("stdout.log").contains("ran"));
+    assert!(home.log("stdout.log").is_empty());
+
+    let home = run_granted(
+        "docker:\n  hostNetwork: true\n",
+        workspace.path(),
+        false,
+        "network: host\n",
+        LIST,
+    );
+    assert_eq!(home.result()["status"], "succeeded", "{:#}", home.result());
+    // Containers of tests running beside this one add and remove `veth` links on the
+    // host meanwhile; every other interface is the host's own.
+    let stable = |name: &str| !name.starts_with("veth");
+    let mut on_host: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| stable(name))
+        .collect();
+    on_host.sort();
+    let seen: Vec<String> = home
+        .log("stdout.log")
+        .lines()
+        .filter(|name| stable(name))
+        .map(String::from)
+        .collect();
+    assert_eq!(seen, on_host, "the container sees the host's interfaces");
+}
+
+#[test]
+fn mounts_outside_the_workspace_need_the_operators_grant() {
+    if !docker_ready() {
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("data.txt"), "outside").unwrap();
+    // A symlink inside the workspace does not smuggle the folder in either.
+    std::os::unix::fs::symlink(outside.path(), workspace.path().join("link")).unwrap();
+    for source in [outside.path().to_path_buf(), workspace.path().join("link")] {
+        let mount = format!(
+            "mounts:\n  - source: {}\n    target: /data\n",
+            source.display()
+        );
+        let home = run(workspace.path(), false, &mount, "cat /data/data.txt");
+        let result = home.result();
+        assert_ne!(result["status"], "succeeded", "{result:#}");
+        assert!(
+            result["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("outside the run's workspace"),
+            "{result:#}"
+        );
+        assert!(!home.log("stdout.log").contains("outside"));
+    }
+    let grants = format!("docker:\n  mounts: [{}]\n", outside.path().display());
+    let mount = format!(
+        "mounts:\n  - source: {}\n    target: /data\n",
+        outside.path().display()
+    );
+    let home = run_granted(
+        &grants,
+        workspace.path(),
+        false,
+        &mount,
+        "cat /data/data.txt",
+    );
+    assert_eq!(home.log("stdout.log"), "outside");
 }
 
 #[test]
@@ -323,7 +404,8 @@ fn root_in_the_container_cannot_write_readonly_mounts_or_reach_the_engine() {
     std::fs::write(workspace.path().join("keep.txt"), "original").unwrap();
     let extra = tempfile::tempdir().unwrap();
     std::fs::write(extra.path().join("data.txt"), "data").unwrap();
-    let home = run(
+    let home = run_granted(
+        &format!("docker:\n  mounts: [{}]\n", extra.path().display()),
         workspace.path(),
         true,
         &format!(

@@ -93,8 +93,10 @@ pub mod agent_driver {
     pub use exports::agentgate::plugin::driver;
 }
 
+pub mod cli;
 pub mod error;
 pub mod events;
+pub mod home;
 pub mod options;
 pub mod output;
 pub mod paths;

@@ -60,6 +60,15 @@ impl LineSplitter {
     }
 }
 
+/// A shell-style exit code: the code, or 128 + the signal that ended the command.
+pub fn exit_code(status: &ExitStatus) -> i32 {
+    match (status.code, status.signal) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => 128 + signal,
+        (None, None) => -1,
+    }
+}
+
 /// Iterates an execution's output as lines until it exits.
 pub struct Lines<'a> {
     execution: &'a Execution,

@@ -94,14 +94,20 @@ pub struct AnthropicServer {
 }
 
 impl AnthropicServer {
+    /// Serves `script` on 127.0.0.1.
     pub fn start(script: Vec<Reply>) -> AnthropicServer {
+        AnthropicServer::start_on(std::net::Ipv4Addr::LOCALHOST.into(), script)
+    }
+
+    /// Serves `script` on `ip`.
+    pub fn start_on(ip: std::net::IpAddr, script: Vec<Reply>) -> AnthropicServer {
         assert!(
             !script.is_empty(),
             "a Messages script needs at least one reply"
         );
         let served = Arc::new(Mutex::new(0usize));
         let counter = served.clone();
-        let server = Server::start(move |req| {
+        let server = Server::start_on(ip, move |req| {
             if req.method == "HEAD" || (req.method == "GET" && req.path == "/") {
                 return http::full(200, "text/plain", "");
             }

@@ -103,9 +103,19 @@ impl Server {
     pub fn start(
         handler: impl Fn(&Request) -> hyper::Response<Body> + Send + Sync + 'static,
     ) -> Server {
+        Server::start_on(std::net::Ipv4Addr::LOCALHOST.into(), handler)
+    }
+
+    /// Starts serving `handler` on a free port of `ip` (e.g. the Docker bridge's
+    /// gateway, which containers reach and the host's loopback is not).
+    pub fn start_on(
+        ip: std::net::IpAddr,
+        handler: impl Fn(&Request) -> hyper::Response<Body> + Send + Sync + 'static,
+    ) -> Server {
         let handler: Arc<Handler> = Arc::new(handler);
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1:0");
+        let listener =
+            std::net::TcpListener::bind((ip, 0)).unwrap_or_else(|e| panic!("binding {ip}: {e}"));
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

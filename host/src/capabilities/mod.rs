@@ -14,10 +14,12 @@ pub mod github;
 pub mod process;
 pub mod sandbox;
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::record::EventSink;
+use crate::runtime::grants::DockerGrant;
 
 pub use sandbox::SandboxBroker;
 
@@ -25,6 +27,11 @@ pub use sandbox::SandboxBroker;
 pub struct RunContext {
     pub run_id: String,
     pub events: Arc<EventSink>,
+    /// The operator's allowances for containers, from `grants.yaml`.
+    pub docker: DockerGrant,
+    /// The folders the host gave this run's sandbox (workspace, state): a container may
+    /// bind these without an operator's grant.
+    sandbox_folders: OnceLock<Vec<PathBuf>>,
     broker: OnceLock<Arc<SandboxBroker>>,
     /// False while a plugin is only being described: no host interface may act then.
     active: bool,
@@ -32,10 +39,12 @@ pub struct RunContext {
 }
 
 impl RunContext {
-    pub fn new(run_id: String, events: Arc<EventSink>) -> Arc<RunContext> {
+    pub fn new(run_id: String, events: Arc<EventSink>, docker: DockerGrant) -> Arc<RunContext> {
         Arc::new(RunContext {
             run_id,
             events,
+            docker,
+            sandbox_folders: OnceLock::new(),
             broker: OnceLock::new(),
             active: true,
             exec_ids: AtomicU64::new(0),
@@ -47,6 +56,8 @@ impl RunContext {
         Arc::new(RunContext {
             run_id: String::new(),
             events: Arc::new(EventSink::discard()),
+            docker: DockerGrant::default(),
+            sandbox_folders: OnceLock::new(),
             broker: OnceLock::new(),
             active: false,
             exec_ids: AtomicU64::new(0),
@@ -75,6 +86,15 @@ impl RunContext {
 
     pub(crate) fn broker(&self) -> Option<&Arc<SandboxBroker>> {
         self.broker.get()
+    }
+
+    /// Records the folders the host prepared for the run's sandbox.
+    pub fn set_sandbox_folders(&self, folders: Vec<PathBuf>) {
+        let _ = self.sandbox_folders.set(folders);
+    }
+
+    pub(crate) fn sandbox_folders(&self) -> &[PathBuf] {
+        self.sandbox_folders.get().map_or(&[], Vec::as_slice)
     }
 }
 

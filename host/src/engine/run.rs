@@ -178,7 +178,7 @@ async fn start(
         runtime,
         spec: &request.spec,
         plugins,
-        ctx: RunContext::new(run_id, events.clone()),
+        ctx: RunContext::new(run_id, events.clone(), runtime.docker_grant().clone()),
         events,
         redactor,
         folder,
@@ -357,6 +357,8 @@ impl Run<'_> {
             .folder
             .scratch("sandbox")
             .map_err(|e| Outcome::host(format!("creating the sandbox state dir: {e}")))?;
+        self.ctx
+            .set_sandbox_folders(vec![workspace.root.clone(), state_dir.clone()]);
         let request = SandboxRequest {
             run_id: self.ctx.run_id.clone(),
             provider: spec.provider.clone(),

@@ -303,6 +303,24 @@ pub struct Grants {
     /// `api.anthropic.com`. Not read from the grants file.
     #[serde(skip)]
     pub anthropic_hosts: Option<HostAllowlist>,
+    /// What containers may ask of the Docker engine beyond the host's defaults, whichever
+    /// plugin creates them.
+    #[serde(default)]
+    pub docker: DockerGrant,
+}
+
+/// The operator's allowances for containers. The defaults keep the agent to its run:
+/// no host network, and bind mounts only of the run's own workspace and state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DockerGrant {
+    /// `network: host` is allowed.
+    #[serde(default)]
+    pub host_network: bool,
+    /// Host folders (absolute, or starting with `~/`) that containers may bind, with
+    /// everything below them, besides the run's workspace.
+    #[serde(default)]
+    pub mounts: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -654,6 +672,25 @@ mod tests {
         // An appended line that is not YAML at all.
         std::fs::write(&path, "plugins: {}\n}}} not yaml\n").unwrap();
         let text = Grants::from_file(&path).unwrap_err().to_string();
+        assert!(text.contains("line 2"), "{text}");
+    }
+
+    #[test]
+    fn the_operators_docker_allowances_are_read_and_misspellings_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grants.yaml");
+        std::fs::write(
+            &path,
+            "docker:\n  hostNetwork: true\n  mounts: [~/data, /srv]\n",
+        )
+        .unwrap();
+        let docker = Grants::from_file(&path).unwrap().docker;
+        assert!(docker.host_network);
+        assert_eq!(docker.mounts, ["~/data", "/srv"]);
+
+        std::fs::write(&path, "docker:\n  host_network: true\n").unwrap();
+        let text = Grants::from_file(&path).unwrap_err().to_string();
+        assert!(text.contains("unknown field `host_network`"), "{text}");
         assert!(text.contains("line 2"), "{text}");
     }
 

@@ -75,6 +75,7 @@ pub struct Runtime {
     loader: loader::Loader,
     pub(crate) limits: PluginLimits,
     catalog: Catalog,
+    docker_grant: grants::DockerGrant,
     _ticker: EpochTicker,
 }
 
@@ -107,12 +108,18 @@ impl Runtime {
             loader,
             limits: config.limits,
             catalog,
+            docker_grant: config.grants.docker.clone(),
             _ticker: ticker,
         }))
     }
 
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
+    }
+
+    /// What the operator allows containers beyond the host's defaults.
+    pub fn docker_grant(&self) -> &grants::DockerGrant {
+        &self.docker_grant
     }
 
     /// Compiles `plugin` (or reads it from the compile cache) unless that was done

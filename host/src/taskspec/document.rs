@@ -120,7 +120,7 @@ fn metadata_for(source_name: &str) -> Metadata {
 }
 
 /// `~` or `~/…` → `$HOME`, `$HOME/…`.
-fn expand_home(path: &str, env: Env) -> Result<String, String> {
+pub(crate) fn expand_home(path: &str, env: Env) -> Result<String, String> {
     let rest = match path.strip_prefix('~') {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
         _ => return Ok(path.to_string()),

@@ -29,6 +29,7 @@ mod tests;
 
 use std::path::Path;
 
+pub(crate) use document::expand_home;
 pub use error::SpecError;
 pub use interpolate::Env;
 pub use limits::{read, MAX_DEPTH, MAX_FILE_BYTES, MAX_INTERPOLATED_BYTES, MAX_VALUE_BYTES};

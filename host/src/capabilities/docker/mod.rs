@@ -38,7 +38,7 @@ fn answer<T>(result: Result<T, Error>) -> wasmtime::Result<Result<T, Error>> {
 
 impl PluginState {
     async fn run_container_checked(&mut self, spec: ContainerSpec) -> Result<String, Error> {
-        let policy = Policy::for_run(&self.run.run_id);
+        let policy = Policy::for_run(&self.run);
         let (name, body) = policy::container_config(&spec, &policy)?;
         let docker = client::connect().await?;
         if spec.resources.disk_bytes.is_some() {

@@ -4,19 +4,21 @@
 //! agent in lives here and cannot be asked away: all capabilities dropped,
 //! `no-new-privileges`, never privileged, a pids limit always, swap no larger than the
 //! memory limit, an init that reaps zombies, the host's labels on everything. Host
-//! networking needs the operator's grant; a bind mount must name an existing host path
-//! that is not, and does not contain, the Docker engine's socket or the host's kernel
-//! interfaces. Pure apart from the checks on the host's file system, so it is tested
-//! natively.
+//! networking needs the operator's grant (`docker: hostNetwork` in `grants.yaml`); a bind
+//! mount must name an existing host path inside the run's own folders (workspace, sandbox
+//! state) or one the operator granted (`docker: mounts`), and never the Docker engine's
+//! socket, a folder holding it, or the host's kernel interfaces. Pure apart from the
+//! checks on the host's file system, so it is tested natively.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountTypeEnum};
 
-use crate::capabilities::invalid_spec;
+use crate::capabilities::{invalid_spec, RunContext};
 use crate::runtime::bindings::docker::ContainerSpec;
 use crate::runtime::bindings::types::{Error, NetworkMode};
+use crate::taskspec::expand_home;
 
 /// Label keys the host sets on everything it creates; a plugin cannot set them.
 pub const LABEL_RUN_ID: &str = "io.agentgate.run-id";
@@ -25,9 +27,6 @@ pub const LABEL_CREATED: &str = "io.agentgate.created";
 
 /// The pids limit when the spec sets none: enough for any build, not for a fork bomb.
 pub const DEFAULT_PIDS: u32 = 4096;
-
-/// The environment variable through which the operator allows `network: host`.
-pub const HOST_NETWORK_GRANT: &str = "AGENTGATE_DOCKER_ALLOW_HOST_NETWORK";
 
 /// Host paths a container may never see, nor any folder that holds them.
 const FORBIDDEN_SOURCES: &[&str] = &["/proc", "/sys", "/dev", "/boot"];
@@ -44,20 +43,37 @@ pub struct Policy {
     pub invoking_user: String,
     /// The operator allowed `network: host`.
     pub allow_host_network: bool,
+    /// Canonical host folders a container may bind, with everything below them.
+    pub mount_roots: Vec<PathBuf>,
     /// The engine's socket on this machine, when it is a local one.
     pub engine_socket: Option<PathBuf>,
 }
 
 impl Policy {
-    pub fn for_run(run_id: &str) -> Policy {
+    pub fn for_run(run: &RunContext) -> Policy {
         // SAFETY: getuid/getgid have no preconditions.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let env = |name: &str| std::env::var(name).ok();
+        let granted = run
+            .docker
+            .mounts
+            .iter()
+            .filter_map(|m| expand_home(m, &env).ok().map(PathBuf::from));
+        let mount_roots = run
+            .sandbox_folders()
+            .iter()
+            .cloned()
+            .chain(granted)
+            // A folder that does not exist holds nothing to mount.
+            .filter_map(|folder| std::fs::canonicalize(folder).ok())
+            .collect();
         Policy {
-            run_id: run_id.to_string(),
+            run_id: run.run_id.clone(),
             owner: format!("pid:{}", std::process::id()),
             created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             invoking_user: format!("{uid}:{gid}"),
-            allow_host_network: std::env::var(HOST_NETWORK_GRANT).is_ok_and(|v| v == "1"),
+            allow_host_network: run.docker.host_network,
+            mount_roots,
             engine_socket: super::client::local_socket(),
         }
     }
@@ -108,18 +124,18 @@ pub fn container_config(
         .enumerate()
         .map(|(i, m)| bind_mount(i, &m.source, &m.target, m.readonly, policy))
         .collect::<Result<Vec<_>, _>>()?;
-    let network = match spec.network {
-        NetworkMode::None => "none",
-        NetworkMode::Bridge => "bridge",
-        NetworkMode::Host if policy.allow_host_network => "host",
-        NetworkMode::Host => {
-            return Err(Error::Denied(format!(
+    let network =
+        match spec.network {
+            NetworkMode::None => "none",
+            NetworkMode::Bridge => "bridge",
+            NetworkMode::Host if policy.allow_host_network => "host",
+            NetworkMode::Host => return Err(Error::Denied(
                 "`network: host` shares the host's network with the agent, so the operator must \
-                 allow it: set {HOST_NETWORK_GRANT}=1 in agentgate's environment, or use \
-                 `network: bridge`"
-            )))
-        }
-    };
+                 allow it with `docker: {hostNetwork: true}` in $AGENTGATE_HOME/grants.yaml; \
+                 or use `network: bridge`"
+                    .into(),
+            )),
+        };
     let mut labels: HashMap<String, String> = spec
         .labels
         .iter()
@@ -205,6 +221,13 @@ fn bind_mount(
             "mount `{source}` is refused: {reason}"
         )));
     }
+    if !policy.mount_roots.iter().any(|root| real.starts_with(root)) {
+        return Err(Error::Denied(format!(
+            "mount `{source}` is refused: it is outside the run's workspace, and containers \
+             bind other host folders only when the operator grants them; add it under \
+             `docker: {{mounts: [...]}}` in $AGENTGATE_HOME/grants.yaml"
+        )));
+    }
     Ok(Mount {
         typ: Some(MountTypeEnum::BIND),
         // The resolved path, so a symlink swapped after this check changes nothing.
@@ -285,6 +308,7 @@ mod tests {
             created: "2026-01-01T00:00:00Z".into(),
             invoking_user: "1000:1000".into(),
             allow_host_network: false,
+            mount_roots: vec![std::env::temp_dir().canonicalize().unwrap()],
             engine_socket: Some("/var/run/docker.sock".into()),
         }
     }
@@ -345,7 +369,7 @@ mod tests {
         s.network = NetworkMode::Host;
         assert!(matches!(
             container_config(&s, &policy()),
-            Err(Error::Denied(m)) if m.contains(HOST_NETWORK_GRANT)
+            Err(Error::Denied(m)) if m.contains("hostNetwork: true") && m.contains("grants.yaml")
         ));
         let mut granted = policy();
         granted.allow_host_network = true;
@@ -354,6 +378,31 @@ mod tests {
             body.host_config.unwrap().network_mode.as_deref(),
             Some("host")
         );
+    }
+
+    #[test]
+    fn mounts_outside_the_runs_folders_need_the_operators_grant() {
+        let run_folder = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let mut s = spec();
+        s.mounts = vec![SpecMount {
+            source: elsewhere.path().display().to_string(),
+            target: "/data".into(),
+            readonly: false,
+        }];
+        let mut p = policy();
+        p.mount_roots = vec![run_folder.path().canonicalize().unwrap()];
+        assert!(matches!(
+            container_config(&s, &p),
+            Err(Error::Denied(m)) if m.contains("outside the run's workspace") && m.contains("docker: {mounts")
+        ));
+        // Through a symlink inside the run's folder, the real path is what counts.
+        let link = run_folder.path().join("link");
+        std::os::unix::fs::symlink(elsewhere.path(), &link).unwrap();
+        s.mounts[0].source = link.display().to_string();
+        assert!(matches!(container_config(&s, &p), Err(Error::Denied(_))));
+        p.mount_roots.push(elsewhere.path().canonicalize().unwrap());
+        assert!(container_config(&s, &p).is_ok());
     }
 
     #[test]
