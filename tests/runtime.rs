@@ -614,9 +614,12 @@ async fn wasi_http_sends_only_with_the_http_grant() {
     let result = engine::run(&runtime, request).await.unwrap().result;
     assert_eq!(result.status, RunStatus::Succeeded, "{:?}", result.error);
 
-    // Granted `http`, the request reaches a real HTTP server on 127.0.0.1.
+    // Granted `http` to its host, the request reaches a real HTTP server on 127.0.0.1.
+    let (address, server) = one_shot_http_server();
     let mut grants = Grants::default();
-    grants.add_flag("http-driver=http").unwrap();
+    grants
+        .add_flag(&format!("http-driver=http:{address}"))
+        .unwrap();
     let granted = runtime_in(
         &std::env::temp_dir().join("agentgate-test-component-cache"),
         vec![fixture_plugins()],
@@ -629,7 +632,6 @@ async fn wasi_http_sends_only_with_the_http_grant() {
         .unwrap()
         .refusal()
         .is_none());
-    let (address, server) = one_shot_http_server();
     let agent = format!(
         "agent:\n  driver: http-get\n  options:\n    authority: \"{address}\"\n    path: /v1/ping\n"
     );

@@ -157,6 +157,13 @@ impl Cli {
         for flag in &self.grants {
             grants.add_flag(flag)?;
         }
+        // The built-in Agent SDK driver may reach this host, and only it.
+        if let Some(url) = std::env::var("ANTHROPIC_BASE_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        {
+            grants.set_anthropic_base_url(&url)?;
+        }
         let mut plugin_dirs: Vec<PathBuf> = std::env::var_os("AGENTGATE_PLUGIN_PATH")
             .map(|paths| {
                 std::env::split_paths(&paths)

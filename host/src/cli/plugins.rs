@@ -95,6 +95,7 @@ pub async fn run(cli: &Cli, command: &PluginsCommand) -> ExitCode {
                         "grants": i.grants(),
                     })).collect::<Vec<_>>(),
                     "granted": plugin.granted().iter().map(|c| c.name()).collect::<Vec<_>>(),
+                    "httpHosts": plugin.http_hosts().entries(),
                     "refused": plugin.refusal().map(|r| r.to_string()),
                     "optionsSchema": schema,
                 });

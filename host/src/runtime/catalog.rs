@@ -54,6 +54,7 @@ pub struct LoadedPlugin {
     digest: String,
     imports: Imports,
     granted: BTreeSet<Capability>,
+    http_hosts: super::HostAllowlist,
     refusal: Option<Refusal>,
     pub(crate) wasm: Wasm,
     /// Compiled (or read from the compile cache) on first use.
@@ -95,6 +96,10 @@ impl LoadedPlugin {
     }
     pub fn granted(&self) -> &BTreeSet<Capability> {
         &self.granted
+    }
+    /// The hosts its `http` grant allows (empty without one).
+    pub fn http_hosts(&self) -> &super::HostAllowlist {
+        &self.http_hosts
     }
     /// Why the plugin may not run, if it may not.
     pub fn refusal(&self) -> Option<&Refusal> {
@@ -396,10 +401,7 @@ async fn discover(
     };
     let imports = grants::classify_imports(description.imports.iter().map(String::as_str));
     let granted = match origin {
-        PluginOrigin::Builtin => grants::Granted {
-            capabilities: grants::builtin_grant(info.kind),
-            mismatch: None,
-        },
+        PluginOrigin::Builtin => grants::builtin_granted(&info.name, info.kind, grants),
         PluginOrigin::File(_) => grants.granted(&info.name, &info.version, &digest),
     };
     let refusal = grants::check(&info.name, &imports, &granted).err();
@@ -409,6 +411,7 @@ async fn discover(
         digest,
         imports,
         granted: granted.capabilities,
+        http_hosts: granted.http_hosts,
         refusal,
         wasm,
         component: tokio::sync::OnceCell::new_with(component),

@@ -8,12 +8,18 @@
 //!
 //! WASI interfaces are always linked, because every toolchain imports some of them,
 //! but they grant nothing: no preopened directories, no environment, no sockets.
+//!
+//! `http` is granted together with the hosts it may reach (`hosts` in the grants file,
+//! `--grant NAME=http:HOST`); with none listed it reaches nothing. The built-in
+//! `agent-claude-agent-sdk` may reach only the host of `ANTHROPIC_BASE_URL`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+
+use super::wasi_http::{BadHost, HostAllowlist};
 
 /// A host interface a plugin can be granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -61,7 +67,7 @@ impl Capability {
             Capability::Git => "clone and change repositories on the host",
             Capability::Github => "the GitHub REST API with the host's token",
             Capability::Sandbox => "exec and file access in the run's sandbox",
-            Capability::Http => "outbound HTTP(S) requests to any host",
+            Capability::Http => "outbound HTTP(S) requests to the hosts of its grant",
         }
     }
 
@@ -281,6 +287,9 @@ pub struct Grant {
     /// exactly that build.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// With `http`: the hosts (`name` or `name:port`) requests may go to; no others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
 }
 
 /// What the operator granted to plugins that are not built in, by plugin name.
@@ -289,6 +298,11 @@ pub struct Grant {
 pub struct Grants {
     #[serde(default)]
     pub plugins: BTreeMap<String, Grant>,
+    /// The hosts the built-in `agent-claude-agent-sdk` may reach: the host of the
+    /// operator's `ANTHROPIC_BASE_URL` (see `set_anthropic_base_url`), or
+    /// `api.anthropic.com`. Not read from the grants file.
+    #[serde(skip)]
+    pub anthropic_hosts: Option<HostAllowlist>,
     /// What containers may ask of the Docker engine beyond the host's defaults, whichever
     /// plugin creates them.
     #[serde(default)]
@@ -336,6 +350,16 @@ pub enum GrantsError {
     BadFlag(String),
     #[error("--grant {flag:?}: {message}")]
     BadCapability { flag: String, message: String },
+    #[error("the grants file {path}: plugins.{plugin}.hosts: {source}")]
+    BadHost {
+        path: String,
+        plugin: String,
+        source: BadHost,
+    },
+    #[error("the grants file {path}: plugins.{plugin}.hosts lists hosts but capability http is not granted; add http to its capabilities or remove hosts")]
+    HostsWithoutHttp { path: String, plugin: String },
+    #[error("ANTHROPIC_BASE_URL: {0}")]
+    BadBaseUrl(BadHost),
 }
 
 impl Grants {
@@ -352,13 +376,36 @@ impl Grants {
                 })
             }
         };
-        serde_yaml::from_str(&text).map_err(|source| GrantsError::Parse {
+        let grants: Grants = serde_yaml::from_str(&text).map_err(|source| GrantsError::Parse {
             path: path.display().to_string(),
             source,
-        })
+        })?;
+        for (plugin, grant) in &grants.plugins {
+            let at = |source| GrantsError::BadHost {
+                path: path.display().to_string(),
+                plugin: plugin.clone(),
+                source,
+            };
+            HostAllowlist::parse(&grant.hosts).map_err(at)?;
+            if !grant.hosts.is_empty() && !grant.capabilities.contains(&Capability::Http) {
+                return Err(GrantsError::HostsWithoutHttp {
+                    path: path.display().to_string(),
+                    plugin: plugin.clone(),
+                });
+            }
+        }
+        Ok(grants)
     }
 
-    /// Adds a `NAME=cap,cap` flag from the command line.
+    /// Lets the built-in `agent-claude-agent-sdk` reach the host of `url` (the
+    /// operator's `ANTHROPIC_BASE_URL`) instead of `api.anthropic.com`.
+    pub fn set_anthropic_base_url(&mut self, url: &str) -> Result<(), GrantsError> {
+        self.anthropic_hosts = Some(HostAllowlist::of_url(url).map_err(GrantsError::BadBaseUrl)?);
+        Ok(())
+    }
+
+    /// Adds a `NAME=cap,cap` flag from the command line; `http:HOST` grants `http`
+    /// and allows `HOST`.
     pub fn add_flag(&mut self, flag: &str) -> Result<(), GrantsError> {
         let (name, caps) = flag
             .split_once('=')
@@ -366,6 +413,15 @@ impl Grants {
             .ok_or_else(|| GrantsError::BadFlag(flag.to_string()))?;
         let entry = self.plugins.entry(name.to_string()).or_default();
         for cap in caps.split(',').filter(|c| !c.is_empty()) {
+            if let Some(host) = cap.strip_prefix("http:") {
+                HostAllowlist::parse(&[host]).map_err(|e| GrantsError::BadCapability {
+                    flag: flag.to_string(),
+                    message: e.to_string(),
+                })?;
+                entry.capabilities.insert(Capability::Http);
+                entry.hosts.push(host.to_string());
+                continue;
+            }
             let cap = cap.parse().map_err(|message| GrantsError::BadCapability {
                 flag: flag.to_string(),
                 message,
@@ -397,10 +453,13 @@ impl Grants {
             None => Granted {
                 capabilities: grant.capabilities.clone(),
                 mismatch: None,
+                // Checked when read; an entry that is not a host allows nothing.
+                http_hosts: HostAllowlist::parse(&grant.hosts).unwrap_or_default(),
             },
             Some(pin) => Granted {
                 capabilities: BTreeSet::new(),
                 mismatch: Some(pin),
+                http_hosts: HostAllowlist::default(),
             },
         }
     }
@@ -412,6 +471,8 @@ pub struct Granted {
     pub capabilities: BTreeSet<Capability>,
     /// Set when a grant for the plugin's name exists but is pinned to another build.
     pub mismatch: Option<PinMismatch>,
+    /// With `http`: where requests may go.
+    pub http_hosts: HostAllowlist,
 }
 
 /// A grant pinned to a version or digest other than the component's.
@@ -434,6 +495,32 @@ pub fn builtin_grant(kind: crate::runtime::bindings::types::PluginKind) -> BTree
             [Capability::Events, Capability::Process, Capability::Docker].into()
         }
         PluginKind::AgentDriver => [Capability::Events, Capability::Sandbox].into(),
+    }
+}
+
+/// The built-in driver that calls the Anthropic Messages API itself.
+pub const ANTHROPIC_SDK_PLUGIN: &str = "agent-claude-agent-sdk";
+
+/// The grant of the built-in plugin `name`: its kind's fixed capabilities, and for
+/// the Agent SDK driver `http` to the Anthropic API host only.
+pub fn builtin_granted(
+    name: &str,
+    kind: crate::runtime::bindings::types::PluginKind,
+    grants: &Grants,
+) -> Granted {
+    let mut capabilities = builtin_grant(kind);
+    let mut http_hosts = HostAllowlist::default();
+    if name == ANTHROPIC_SDK_PLUGIN {
+        capabilities.insert(Capability::Http);
+        http_hosts = grants
+            .anthropic_hosts
+            .clone()
+            .unwrap_or_else(|| HostAllowlist::parse(&["api.anthropic.com"]).expect("a valid host"));
+    }
+    Granted {
+        capabilities,
+        mismatch: None,
+        http_hosts,
     }
 }
 
@@ -538,7 +625,7 @@ mod tests {
         ]);
         let granted = Granted {
             capabilities: [Capability::Events].into(),
-            mismatch: None,
+            ..Granted::default()
         };
         let err = check("p", &imports, &granted).unwrap_err();
         let text = err.to_string();
@@ -657,5 +744,89 @@ mod tests {
         // A plugin that needs nothing is not refused because of a stale pin.
         let nothing = classify_imports(["agentgate:plugin/types@0.1.0"]);
         assert!(check("p", &nothing, &grants.granted("p", "1.0.0", "sha256:aa")).is_ok());
+    }
+
+    #[test]
+    fn an_http_grant_carries_its_hosts() {
+        let mut grants = Grants::default();
+        grants
+            .add_flag("d=events,http:api.example.com,http:127.0.0.1:8080")
+            .unwrap();
+        let granted = grants.granted("d", "1.0.0", "sha256:aa");
+        assert_eq!(
+            granted.capabilities,
+            [Capability::Events, Capability::Http].into()
+        );
+        assert_eq!(
+            granted.http_hosts.entries(),
+            ["api.example.com", "127.0.0.1:8080"]
+        );
+        let text = grants
+            .add_flag("d=http:https://x.com/")
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("a host, not a URL"), "{text}");
+        // `http` alone allows no host at all.
+        grants.add_flag("e=http").unwrap();
+        assert!(grants
+            .granted("e", "1", "sha256:aa")
+            .http_hosts
+            .entries()
+            .is_empty());
+    }
+
+    #[test]
+    fn grants_file_hosts_are_checked_when_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grants.yaml");
+        std::fs::write(
+            &path,
+            "plugins:\n  d:\n    capabilities: [http]\n    hosts: [api.example.com, \"localhost:9000\"]\n",
+        )
+        .unwrap();
+        let grants = Grants::from_file(&path).unwrap();
+        assert_eq!(
+            grants.granted("d", "1", "x").http_hosts.entries(),
+            ["api.example.com", "localhost:9000"]
+        );
+        std::fs::write(
+            &path,
+            "plugins:\n  d:\n    capabilities: [http]\n    hosts: [\"*.example.com\"]\n",
+        )
+        .unwrap();
+        let text = Grants::from_file(&path).unwrap_err().to_string();
+        assert!(
+            text.contains("plugins.d.hosts") && text.contains("no wildcards"),
+            "{text}"
+        );
+        std::fs::write(
+            &path,
+            "plugins:\n  d:\n    capabilities: [events]\n    hosts: [api.example.com]\n",
+        )
+        .unwrap();
+        let text = Grants::from_file(&path).unwrap_err().to_string();
+        assert!(text.contains("capability http is not granted"), "{text}");
+    }
+
+    #[test]
+    fn the_builtin_sdk_driver_reaches_only_the_anthropic_host() {
+        use crate::runtime::bindings::types::PluginKind;
+        let mut grants = Grants::default();
+        let granted = builtin_granted(ANTHROPIC_SDK_PLUGIN, PluginKind::AgentDriver, &grants);
+        assert!(granted.capabilities.contains(&Capability::Http));
+        assert_eq!(granted.http_hosts.entries(), ["api.anthropic.com"]);
+        grants
+            .set_anthropic_base_url("http://127.0.0.1:4000/v1/")
+            .unwrap();
+        let granted = builtin_granted(ANTHROPIC_SDK_PLUGIN, PluginKind::AgentDriver, &grants);
+        assert_eq!(granted.http_hosts.entries(), ["127.0.0.1:4000"]);
+        // Other built-in drivers get no http at all.
+        let other = builtin_granted("agent-command", PluginKind::AgentDriver, &grants);
+        assert!(!other.capabilities.contains(&Capability::Http));
+        let text = grants
+            .set_anthropic_base_url("api.anthropic.com")
+            .unwrap_err()
+            .to_string();
+        assert!(text.starts_with("ANTHROPIC_BASE_URL:"), "{text}");
     }
 }

@@ -135,7 +135,8 @@ fn reported<T>(
 
 impl Runtime {
     fn new_store(&self, plugin: &LoadedPlugin, run: Arc<RunContext>) -> Store<PluginState> {
-        let http = plugin.refusal().is_none() && plugin.granted().contains(&Capability::Http);
+        let http = (plugin.refusal().is_none() && plugin.granted().contains(&Capability::Http))
+            .then(|| plugin.http_hosts().clone());
         let state = PluginState::new(plugin.name().into(), run, &self.limits, http);
         let mut store = Store::new(self.engine(), state);
         self.limits.apply(&mut store);
@@ -157,7 +158,7 @@ impl Runtime {
         label: &str,
     ) -> Result<PluginInfo, PluginError> {
         use super::bindings::types::PluginKind;
-        let state = PluginState::new(label.into(), RunContext::describe_only(), limits, false);
+        let state = PluginState::new(label.into(), RunContext::describe_only(), limits, None);
         let mut store = Store::new(engine, state);
         limits.apply(&mut store);
         let deadline = Instant::now() + limits.short_call;

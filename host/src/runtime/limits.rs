@@ -18,6 +18,8 @@ pub struct PluginLimits {
     pub cpu_slice: Duration,
     /// Deadline for `describe()` and other short calls.
     pub short_call: Duration,
+    /// Timeouts and the response cap of a plugin's outgoing HTTP requests.
+    pub http: super::HttpLimits,
 }
 
 impl Default for PluginLimits {
@@ -26,6 +28,7 @@ impl Default for PluginLimits {
             memory_bytes: 256 << 20,
             cpu_slice: Duration::from_secs(10),
             short_call: Duration::from_secs(10),
+            http: super::HttpLimits::default(),
         }
     }
 }

@@ -33,6 +33,7 @@ pub use instance::PluginError;
 pub use limits::PluginLimits;
 pub use loader::{LoadObserver, LoadStats};
 pub use state::PluginState;
+pub use wasi_http::{BadHost, HostAllowlist, HttpLimits};
 
 /// How often the epoch ticks. Guest code is interrupted (and may yield) at this rate.
 const EPOCH_TICK: Duration = Duration::from_millis(10);

@@ -1,5 +1,5 @@
 //! The data each plugin store carries: WASI (granting nothing), `wasi:http` (sending
-//! only when granted), the resource table, limits, and the run the plugin is working
+//! only when granted, only to the granted hosts), the resource table, limits, and the run the plugin is working
 //! for.
 
 use std::sync::Arc;
@@ -43,7 +43,7 @@ impl PluginState {
         plugin: Arc<str>,
         run: Arc<RunContext>,
         limits: &super::PluginLimits,
-        http_granted: bool,
+        http_hosts: Option<super::HostAllowlist>,
     ) -> PluginState {
         let stdio = MemoryOutputPipe::new(PLUGIN_STDIO_CAPACITY);
         // No preopens, no environment, no arguments, no sockets: WASI is linked so
@@ -59,7 +59,10 @@ impl PluginState {
             wasi,
             http: WasiHttpCtx::new(),
             http_policy: HttpPolicy {
-                granted: http_granted,
+                plugin: plugin.clone(),
+                allowlist: http_hosts,
+                limits: limits.http,
+                events: run.events.clone(),
             },
             table: ResourceTable::new(),
             limits: limits.store_limits(),
