@@ -628,6 +628,34 @@ async fn the_loop_stops_at_the_turn_limit_and_says_so() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loop_stops_at_the_token_budget_and_answers_stay_within_the_apis_limit() {
+    let workspace = tempfile::tempdir().unwrap();
+    let server = AnthropicServer::start(vec![Reply::tool("list", json!({}))]);
+    // Each scripted turn uses 100 input and 20 output tokens: the second passes 200.
+    let result = sdk_run_limited(
+        &server,
+        &sdk_agent(""),
+        "maxTokens: 200\n",
+        workspace.path(),
+    )
+    .await;
+    assert_eq!(result.status, RunStatus::Failed, "{:?}", result.error);
+    let agent = result.agent.expect("an agent record");
+    assert_eq!(agent.turns, Some(2));
+    let summary = agent.summary.unwrap();
+    assert!(
+        summary.contains(
+            "token budget was reached (240 tokens used, convergence.limits.maxTokens = 200)"
+        ),
+        "{summary}"
+    );
+    let requests = server.message_requests();
+    assert_eq!(requests.len(), 2);
+    // agent.maxTokens defaults to 200000; one answer asks for no more than the API allows.
+    assert_eq!(requests[0].json()["max_tokens"], 32_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_spec_shapes_the_requests_and_the_cost_limit_stops_the_loop() {
     let workspace = tempfile::tempdir().unwrap();
     let server = AnthropicServer::start(vec![

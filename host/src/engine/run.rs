@@ -753,6 +753,7 @@ fn agent_task(
             .collect(),
         max_iterations: limits.and_then(|l| l.max_iterations),
         max_cost_usd: limits.and_then(|l| l.max_cost_usd),
+        max_total_tokens: limits.and_then(|l| l.max_tokens),
         timeout_ms: deadline
             .saturating_duration_since(Instant::now())
             .as_millis() as u64,

@@ -67,6 +67,10 @@ const API_VERSION: &str = "2023-06-01";
 const DEFAULT_MAX_TURNS: u32 = 50;
 /// The longest wait between retries.
 const MAX_RETRY_DELAY_MS: u64 = 30_000;
+/// The most one answer may ask for: the Messages API refuses a `max_tokens` above the
+/// model's output limit (32k to 64k tokens for current models), and `agent.maxTokens`
+/// defaults to 200000.
+const MAX_ANSWER_TOKENS: u64 = 32_000;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -165,6 +169,7 @@ enum Stop {
     EndTurn,
     MaxTurns(u32),
     MaxTokens(u64),
+    TokenBudget { used: u64, limit: u64 },
     MaxCost { spent: f64, limit: f64 },
     Refusal,
 }
@@ -175,6 +180,9 @@ impl Stop {
             Stop::EndTurn => "the model ended its turn".into(),
             Stop::MaxTurns(n) => format!("stopped: the turn limit ({n}, convergence.limits.maxIterations) was reached"),
             Stop::MaxTokens(n) => format!("stopped: an answer reached the token limit (agent.maxTokens = {n})"),
+            Stop::TokenBudget { used, limit } => format!(
+                "stopped: the token budget was reached ({used} tokens used, convergence.limits.maxTokens = {limit})"
+            ),
             Stop::MaxCost { spent, limit } => format!(
                 "stopped: the cost limit was reached (${spent:.4} spent, convergence.limits.maxCost = ${limit})"
             ),
@@ -344,7 +352,7 @@ fn agent_loop(task: &AgentTask, config: &Config) -> Result<AgentOutcome, Error> 
         turns += 1;
         let body = messages::Request {
             model: &config.model,
-            max_tokens: task.max_tokens,
+            max_tokens: task.max_tokens.min(MAX_ANSWER_TOKENS),
             temperature: task.temperature,
             system: task.system_prompt.as_deref(),
             tools: &definitions,
@@ -365,7 +373,7 @@ fn agent_loop(task: &AgentTask, config: &Config) -> Result<AgentOutcome, Error> 
         messages.push(turn.message());
         let stop = match turn.stop_reason.as_deref() {
             Some("end_turn" | "stop_sequence") => Some(Stop::EndTurn),
-            Some("max_tokens") => Some(Stop::MaxTokens(task.max_tokens)),
+            Some("max_tokens") => Some(Stop::MaxTokens(task.max_tokens.min(MAX_ANSWER_TOKENS))),
             Some("refusal") => Some(Stop::Refusal),
             Some("tool_use") => None,
             other => {
@@ -381,6 +389,12 @@ fn agent_loop(task: &AgentTask, config: &Config) -> Result<AgentOutcome, Error> 
         if let (Some(spent), Some(limit)) = (cost, task.max_cost_usd) {
             if spent >= limit {
                 break Stop::MaxCost { spent, limit };
+            }
+        }
+        if let Some(limit) = task.max_total_tokens {
+            let used = total.total();
+            if used >= limit {
+                break Stop::TokenBudget { used, limit };
             }
         }
     };
@@ -466,6 +480,7 @@ mod tests {
             mcp_servers: vec![],
             max_iterations: Some(3),
             max_cost_usd: None,
+            max_total_tokens: None,
             timeout_ms: 1000,
             secrets: secrets.iter().map(|(k, v)| env_var(*k, *v)).collect(),
             options: options.into(),

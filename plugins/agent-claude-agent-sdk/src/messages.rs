@@ -53,6 +53,14 @@ pub struct Tokens {
 }
 
 impl Tokens {
+    /// Every token the turns consumed or produced, cached input included.
+    pub fn total(&self) -> u64 {
+        self.input_tokens
+            + self.output_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens
+    }
+
     pub fn add(&mut self, other: &Tokens) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;

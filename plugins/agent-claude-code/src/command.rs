@@ -263,6 +263,7 @@ mod tests {
             mcp_servers: vec![],
             max_iterations: None,
             max_cost_usd: None,
+            max_total_tokens: None,
             timeout_ms: 60_000,
             secrets: vec![
                 env_var(API_KEY, "sk-ant-api-xyz"),
