@@ -44,6 +44,28 @@ fn state_of(home: &Home, run_id: &str) -> String {
         .unwrap_or_else(|| panic!("run {run_id} is not tracked"))
 }
 
+/// How many of `home`'s runs the registry lists as running.
+fn running(home: &Home) -> usize {
+    tracked(home)
+        .iter()
+        .filter(|row| row["state"] == "running" && row["sandbox"]["state"] == "live")
+        .count()
+}
+
+/// The orphans a `gc --json` of `home` reaped, by run id. Other tests' objects found
+/// by label may be reaped too: they are not counted.
+fn gc_reaped(home: &Home) -> Vec<String> {
+    let output = home.agentgate(&["gc", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    report["orphans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["runId"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// The run folders of `home`, by run id.
 fn run_folders(home: &Home) -> Vec<PathBuf> {
     std::fs::read_dir(home.dir.path().join("runs"))
@@ -116,7 +138,8 @@ fn gc_after_kill_9_reaps_the_subprocess_tree_its_cgroup_and_folders_and_marks_it
         ),
     );
     assert!(
-        eventually(60, || processes_with_arg("302.103").len() == 1
+        eventually(60, || running(&home) == 1
+            && processes_with_arg("302.103").len() == 1
             && processes_with_arg("302.102").len() == 1
             && processes_with_arg("302.101").len() == 1),
         "the agent never started"
@@ -142,8 +165,7 @@ fn gc_after_kill_9_reaps_the_subprocess_tree_its_cgroup_and_folders_and_marks_it
     );
     assert_eq!(state_of(&home, &run_id), "orphaned");
 
-    let output = home.agentgate(&["gc"]);
-    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(gc_reaped(&home), [run_id.clone()]);
     for marker in ["302.101", "302.102", "302.103"] {
         assert!(
             eventually(5, || processes_with_arg(marker).is_empty()),
@@ -153,23 +175,23 @@ fn gc_after_kill_9_reaps_the_subprocess_tree_its_cgroup_and_folders_and_marks_it
     for dir in &cgroups {
         assert!(!dir.exists(), "{} is left", dir.display());
     }
-    assert!(!folder.join("sandbox").exists(), "the sandbox's HOME is left");
+    assert!(
+        !folder.join("sandbox").exists(),
+        "the sandbox's HOME is left"
+    );
     let result = result_of(&folder);
     assert_eq!(result["status"], "crashed", "{result:#}");
     assert_eq!(result["runId"], run_id.as_str());
     assert!(
-        result["error"].as_str().unwrap().contains("died before the run ended"),
+        result["error"]
+            .as_str()
+            .unwrap()
+            .contains("died before the run ended"),
         "{result:#}"
     );
     assert_eq!(state_of(&home, &run_id), "crashed");
     // A second gc finds nothing more to do.
-    let again = home.agentgate(&["gc"]);
-    assert!(again.status.success(), "{}", stderr(&again));
-    assert!(
-        String::from_utf8_lossy(&again.stdout).contains("no orphans"),
-        "{}",
-        String::from_utf8_lossy(&again.stdout)
-    );
+    assert!(gc_reaped(&home).is_empty());
 }
 
 #[test]
@@ -199,22 +221,38 @@ fn gc_beside_live_runs_leaves_them_alone_and_reaps_only_the_dead_one() {
             &local_subprocess(b.path(), false, "10m", &waiting("302.202")),
         ),
     );
-    assert!(eventually(60, || processes_with_arg("302.201").len() == 1
+    assert!(eventually(60, || running(&home) == 2
+        && processes_with_arg("302.201").len() == 1
         && processes_with_arg("302.202").len() == 1));
 
-    let output = home.agentgate(&["gc"]);
+    let output = home.agentgate(&["gc", "--json"]);
     assert!(output.status.success(), "{}", stderr(&output));
-    let text = String::from_utf8_lossy(&output.stdout);
-    assert!(text.contains("left alone 2 live run(s)"), "{text}");
-    assert_eq!(processes_with_arg("302.201").len(), 1, "gc killed a live run");
-    assert_eq!(processes_with_arg("302.202").len(), 1, "gc killed a live run");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["live"].as_array().unwrap().len(), 2, "{report:#}");
+    assert!(
+        report["orphans"].as_array().unwrap().is_empty(),
+        "{report:#}"
+    );
+    assert_eq!(
+        processes_with_arg("302.201").len(),
+        1,
+        "gc killed a live run"
+    );
+    assert_eq!(
+        processes_with_arg("302.202").len(),
+        1,
+        "gc killed a live run"
+    );
 
     // The first owner dies; gc reaps its run and still not the second.
     sigkill(&mut first);
-    let output = home.agentgate(&["gc"]);
-    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(gc_reaped(&home).len(), 1);
     assert!(eventually(5, || processes_with_arg("302.201").is_empty()));
-    assert_eq!(processes_with_arg("302.202").len(), 1, "gc killed a live run");
+    assert_eq!(
+        processes_with_arg("302.202").len(),
+        1,
+        "gc killed a live run"
+    );
 
     std::fs::write(b.path().join("stop"), "").unwrap();
     assert_eq!(second.wait().unwrap().code(), Some(0));
@@ -289,11 +327,25 @@ fn the_result_schema_is_printed_and_versioned() {
     let schema: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert!(schema["$id"].as_str().unwrap().ends_with("result-v1.json"));
     let properties = &schema["properties"];
-    for field in ["version", "runId", "status", "durationMs", "phases", "modifiedFiles", "sandbox"] {
-        assert!(properties.get(field).is_some(), "{field} missing: {schema:#}");
+    for field in [
+        "version",
+        "runId",
+        "status",
+        "durationMs",
+        "phases",
+        "modifiedFiles",
+        "sandbox",
+    ] {
+        assert!(
+            properties.get(field).is_some(),
+            "{field} missing: {schema:#}"
+        );
     }
     let text = output.stdout.iter().map(|&b| b as char).collect::<String>();
-    assert!(text.contains("crashed"), "the crashed status is not documented");
+    assert!(
+        text.contains("crashed"),
+        "the crashed status is not documented"
+    );
 }
 
 /// Whether the engine answers; the image is the one `tests/docker.rs` builds.
@@ -329,9 +381,14 @@ fn gc_after_kill_9_removes_the_docker_container() {
         support::DOCKER_TEST_IMAGE,
         shell_agent("sleep 3021")
     );
-    let mut child = spawn(&home, "task.yaml", &task_spec("crash-docker", "x", &execution));
+    let mut child = spawn(
+        &home,
+        "task.yaml",
+        &task_spec("crash-docker", "x", &execution),
+    );
     assert!(
-        eventually(60, || !processes_with_arg("3021").is_empty()),
+        eventually(60, || running(&home) == 1
+            && !processes_with_arg("3021").is_empty()),
         "the agent never started"
     );
     let folder = home.run_folder();
@@ -348,8 +405,7 @@ fn gc_after_kill_9_removes_the_docker_container() {
     sigkill(&mut child);
     assert!(!containers().is_empty(), "the container went with its host");
 
-    let output = home.agentgate(&["gc"]);
-    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(gc_reaped(&home), [run_id.clone()]);
     assert!(containers().is_empty(), "gc left the container");
     assert!(eventually(10, || processes_with_arg("3021").is_empty()));
     assert!(!folder.join("sandbox").exists());
@@ -377,7 +433,9 @@ fn git_change_sets_are_exact_and_the_patch_applies_to_a_clone() {
     let origin = tempfile::tempdir().unwrap();
     let o = origin.path();
     git(o, &["init", "-q", "-b", "main"]);
-    let lines: String = (0..40).map(|i| format!("line {i} of a file that moves\n")).collect();
+    let lines: String = (0..40)
+        .map(|i| format!("line {i} of a file that moves\n"))
+        .collect();
     std::fs::write(o.join("moves.txt"), &lines).unwrap();
     std::fs::write(o.join("edit.txt"), "old\n").unwrap();
     std::fs::write(o.join("gone.txt"), "bye\n").unwrap();
@@ -389,7 +447,10 @@ fn git_change_sets_are_exact_and_the_patch_applies_to_a_clone() {
 
     let clones = tempfile::tempdir().unwrap();
     let workspace = clones.path().join("workspace");
-    git(clones.path(), &["clone", "-q", o.to_str().unwrap(), "workspace"]);
+    git(
+        clones.path(),
+        &["clone", "-q", o.to_str().unwrap(), "workspace"],
+    );
     std::fs::create_dir(workspace.join("build")).unwrap();
     std::fs::write(workspace.join("build/kept.o"), "object").unwrap();
     std::fs::write(workspace.join("build/stale.o"), "object").unwrap();
@@ -423,7 +484,9 @@ fn git_change_sets_are_exact_and_the_patch_applies_to_a_clone() {
                     "{} {}{}{}",
                     c["change"].as_str().unwrap(),
                     c["path"].as_str().unwrap(),
-                    c["from"].as_str().map_or(String::new(), |f| format!(" from {f}")),
+                    c["from"]
+                        .as_str()
+                        .map_or(String::new(), |f| format!(" from {f}")),
                     if c["binary"] == true { " binary" } else { "" }
                 )
             })
@@ -442,14 +505,21 @@ fn git_change_sets_are_exact_and_the_patch_applies_to_a_clone() {
     );
     assert_eq!(
         summary(&result["ignoredFiles"]),
-        ["modified build/kept.o", "added build/new.o", "deleted build/stale.o"],
+        [
+            "modified build/kept.o",
+            "added build/new.o",
+            "deleted build/stale.o"
+        ],
         "{result:#}"
     );
 
     // The patch takes a fresh clone of the same commit to the workspace's state.
     let patch = home.run_folder().join("changes.patch");
     let fresh = clones.path().join("fresh");
-    git(clones.path(), &["clone", "-q", o.to_str().unwrap(), "fresh"]);
+    git(
+        clones.path(),
+        &["clone", "-q", o.to_str().unwrap(), "fresh"],
+    );
     git(&fresh, &["apply", "--check", patch.to_str().unwrap()]);
     git(&fresh, &["apply", patch.to_str().unwrap()]);
     let diff = Command::new("diff")

@@ -26,7 +26,11 @@ fn git(dir: &Path, args: &[&str]) {
         .env("GIT_COMMITTER_EMAIL", "b@b")
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -35,8 +39,14 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 }
 
 fn main() {
-    let files: usize = std::env::var("FILES").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
-    let rounds: usize = std::env::var("ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let files: usize = std::env::var("FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     git(root, &["init", "-q", "-b", "main"]);
@@ -93,11 +103,31 @@ fn main() {
         agentgate::engine::Snapshot::take(&workspace).unwrap();
         snapshot.push(t.elapsed());
     }
-    let (status, collect, take, snapshot) = (median(status), median(collect), median(take), median(snapshot));
+    let (status, collect, take, snapshot) = (
+        median(status),
+        median(collect),
+        median(take),
+        median(snapshot),
+    );
     let ratio = |d: Duration| d.as_secs_f64() / status.as_secs_f64();
     println!("change detection on {files} files, {rounds} rounds, medians:");
-    println!("  git status --porcelain        {:>8.1} ms   (baseline)", status.as_secs_f64() * 1e3);
-    println!("  ours, collect after the agent {:>8.1} ms   ratio {:.2}x", collect.as_secs_f64() * 1e3, ratio(collect));
-    println!("  ours, baseline before it      {:>8.1} ms   ratio {:.2}x", take.as_secs_f64() * 1e3, ratio(take));
-    println!("  snapshot (non-git workspaces) {:>8.1} ms   ratio {:.2}x", snapshot.as_secs_f64() * 1e3, ratio(snapshot));
+    println!(
+        "  git status --porcelain        {:>8.1} ms   (baseline)",
+        status.as_secs_f64() * 1e3
+    );
+    println!(
+        "  ours, collect after the agent {:>8.1} ms   ratio {:.2}x",
+        collect.as_secs_f64() * 1e3,
+        ratio(collect)
+    );
+    println!(
+        "  ours, baseline before it      {:>8.1} ms   ratio {:.2}x",
+        take.as_secs_f64() * 1e3,
+        ratio(take)
+    );
+    println!(
+        "  snapshot (non-git workspaces) {:>8.1} ms   ratio {:.2}x",
+        snapshot.as_secs_f64() * 1e3,
+        ratio(snapshot)
+    );
 }

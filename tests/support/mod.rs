@@ -201,6 +201,9 @@ pub fn docker_test_image() -> Result<(), String> {
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!("building {DOCKER_TEST_IMAGE} failed: {}", stderr(&out)))
+        Err(format!(
+            "building {DOCKER_TEST_IMAGE} failed: {}",
+            stderr(&out)
+        ))
     }
 }

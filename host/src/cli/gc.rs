@@ -11,9 +11,9 @@ pub struct GcArgs {
     /// Say what would be removed, and remove nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Only orphans silent for at least this long (e.g. 30m, 2h).
-    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = crate::taskspec::parse_duration)]
-    older_than: Duration,
+    /// Only orphans silent for at least this long (e.g. 30m, 2h); by default every one.
+    #[arg(long, value_name = "DURATION", value_parser = crate::taskspec::parse_duration)]
+    older_than: Option<Duration>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -26,7 +26,7 @@ pub async fn run(cli: &Cli, args: &GcArgs) -> ExitCode {
     };
     let options = GcOptions {
         dry_run: args.dry_run,
-        older_than: args.older_than,
+        older_than: args.older_than.unwrap_or(Duration::ZERO),
         scope: Scope::Everything,
     };
     let report = match crate::registry::collect(&runtime, cli.home(), &options).await {
@@ -34,7 +34,10 @@ pub async fn run(cli: &Cli, args: &GcArgs) -> ExitCode {
         Err(e) => return fail(EXIT_ERROR, e),
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report).expect("reports serialize"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("reports serialize")
+        );
     } else {
         let verb = if args.dry_run { "would reap" } else { "reaped" };
         for orphan in &report.orphans {
@@ -44,7 +47,11 @@ pub async fn run(cli: &Cli, args: &GcArgs) -> ExitCode {
             println!(
                 "{verb} run {}{}{}",
                 orphan.run_id,
-                if what.is_empty() { String::new() } else { format!(": {}", what.join(", ")) },
+                if what.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", what.join(", "))
+                },
                 orphan
                     .result
                     .as_ref()

@@ -26,11 +26,15 @@ pub fn run(cli: &Cli, args: &SandboxesArgs) -> ExitCode {
             .iter()
             .map(|row| {
                 let mut value = serde_json::to_value(row).expect("rows serialize");
-                value["state"] = serde_json::to_value(effective_state(row)).expect("states serialize");
+                value["state"] =
+                    serde_json::to_value(effective_state(row)).expect("states serialize");
                 value
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows).expect("rows serialize"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).expect("rows serialize")
+        );
     } else {
         print!("{}", table(&rows));
     }
@@ -39,7 +43,9 @@ pub fn run(cli: &Cli, args: &SandboxesArgs) -> ExitCode {
 
 /// Columns padded to their widest cell, as `docker ps` prints them.
 fn table(rows: &[RunRow]) -> String {
-    let header = ["RUN ID", "PROVIDER", "SANDBOX", "STATE", "CREATED", "OWNER", "NAME"];
+    let header = [
+        "RUN ID", "PROVIDER", "SANDBOX", "STATE", "CREATED", "OWNER", "NAME",
+    ];
     let mut lines: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     for row in rows {
         let sandbox = row.sandbox.as_ref();
@@ -61,7 +67,13 @@ fn table(rows: &[RunRow]) -> String {
         ]);
     }
     let widths: Vec<usize> = (0..header.len())
-        .map(|c| lines.iter().map(|l| l[c].chars().count()).max().unwrap_or(0))
+        .map(|c| {
+            lines
+                .iter()
+                .map(|l| l[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for line in lines {

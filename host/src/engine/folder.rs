@@ -74,7 +74,10 @@ impl RunFolder {
 
     /// Writes `changes.patch` (git workspaces), masked like every file here.
     pub fn write_patch(&self, patch: &[u8]) -> std::io::Result<()> {
-        std::fs::write(self.dir.join("changes.patch"), self.redactor.apply_bytes(patch))
+        std::fs::write(
+            self.dir.join("changes.patch"),
+            self.redactor.apply_bytes(patch),
+        )
     }
 
     /// Writes `result.json`. The result must already be masked ([`RunResult::mask`]);

@@ -280,8 +280,10 @@ impl GitBaseline {
     pub fn changes(&self) -> Result<GitChanges, GitChangesError> {
         let tree = self.base_tree()?;
         let (differing, ignored_now) = self.differing()?;
-        let candidates: BTreeSet<Vec<u8>> =
-            differing.into_iter().chain(self.dirty.keys().cloned()).collect();
+        let candidates: BTreeSet<Vec<u8>> = differing
+            .into_iter()
+            .chain(self.dirty.keys().cloned())
+            .collect();
         let mut before_index = Index::new()?;
         let mut after_index = Index::new()?;
         let mut states = BTreeMap::new();
@@ -304,13 +306,19 @@ impl GitBaseline {
 
         // The two trees hold only the changed paths: their diff is the change set,
         // with renames found among them as `git diff -M` finds them.
-        let before_tree = self.repo.find_tree(before_index.write_tree_to(&self.repo)?)?;
-        let after_tree = self.repo.find_tree(after_index.write_tree_to(&self.repo)?)?;
+        let before_tree = self
+            .repo
+            .find_tree(before_index.write_tree_to(&self.repo)?)?;
+        let after_tree = self
+            .repo
+            .find_tree(after_index.write_tree_to(&self.repo)?)?;
         let mut options = DiffOptions::new();
         options.show_binary(true).include_typechange(true);
-        let mut diff =
-            self.repo
-                .diff_tree_to_tree(Some(&before_tree), Some(&after_tree), Some(&mut options))?;
+        let mut diff = self.repo.diff_tree_to_tree(
+            Some(&before_tree),
+            Some(&after_tree),
+            Some(&mut options),
+        )?;
         diff.find_similar(Some(DiffFindOptions::new().renames(true)))?;
         let mut patch = Vec::new();
         diff.print(DiffFormat::Patch, |_, _, line| {
@@ -323,7 +331,8 @@ impl GitBaseline {
 
         let mut files = Vec::new();
         for delta in diff.deltas() {
-            let (Some(old), Some(new)) = (delta.old_file().path_bytes(), delta.new_file().path_bytes())
+            let (Some(old), Some(new)) =
+                (delta.old_file().path_bytes(), delta.new_file().path_bytes())
             else {
                 continue;
             };
@@ -334,7 +343,11 @@ impl GitBaseline {
                 _ => (new, ChangeKind::Modified, None),
             };
             let (before, now) = &states[path];
-            let shown = if change == ChangeKind::Deleted { before } else { now };
+            let shown = if change == ChangeKind::Deleted {
+                before
+            } else {
+                now
+            };
             files.push(FileChange {
                 path: crate::escape::name(path),
                 change,
@@ -358,7 +371,11 @@ impl GitBaseline {
                 (_, State::Absent) => ChangeKind::Deleted,
                 _ => ChangeKind::Modified,
             };
-            let shown = if change == ChangeKind::Deleted { &before } else { &now };
+            let shown = if change == ChangeKind::Deleted {
+                &before
+            } else {
+                &now
+            };
             ignored.push(FileChange {
                 path: crate::escape::name(path),
                 change,
@@ -407,7 +424,11 @@ mod tests {
             .env("GIT_COMMITTER_EMAIL", "t@t")
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     fn repo() -> tempfile::TempDir {
@@ -421,7 +442,11 @@ mod tests {
     }
 
     fn changed(changes: &GitChanges) -> Vec<(String, ChangeKind)> {
-        changes.files.iter().map(|c| (c.path.clone(), c.change)).collect()
+        changes
+            .files
+            .iter()
+            .map(|c| (c.path.clone(), c.change))
+            .collect()
     }
 
     #[test]
@@ -436,7 +461,10 @@ mod tests {
         // The agent edits the dirty file again and leaves the untracked one.
         std::fs::write(root.join("a.txt"), "agent edit\n").unwrap();
         let changes = baseline.changes().unwrap();
-        assert_eq!(changed(&changes), [("a.txt".to_string(), ChangeKind::Modified)]);
+        assert_eq!(
+            changed(&changes),
+            [("a.txt".to_string(), ChangeKind::Modified)]
+        );
         // The patch goes from the user's edit to the agent's.
         let patch = String::from_utf8(changes.patch).unwrap();
         assert!(patch.contains("-user edit\n+agent edit\n"), "{patch}");
@@ -462,7 +490,9 @@ mod tests {
     fn a_folder_that_is_not_a_repository_root_has_no_git_baseline() {
         let dir = repo();
         std::fs::create_dir(dir.path().join("sub")).unwrap();
-        assert!(GitBaseline::take(&dir.path().join("sub")).unwrap().is_none());
+        assert!(GitBaseline::take(&dir.path().join("sub"))
+            .unwrap()
+            .is_none());
         let plain = tempfile::tempdir().unwrap();
         assert!(GitBaseline::take(plain.path()).unwrap().is_none());
     }

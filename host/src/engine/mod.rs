@@ -15,9 +15,9 @@ mod run;
 mod workspace;
 
 pub use changes::{ChangeKind, EntryKind, FileChange, Snapshot};
-pub use git_changes::{GitBaseline, GitChanges};
 pub use crashed::{write_crashed_result, CrashedRun};
 pub use folder::RunFolder;
+pub use git_changes::{GitBaseline, GitChanges};
 pub use plugins::{resolve as resolve_plugins, PluginProblem, Plugins};
 pub use result::{result_schema, RunResult, RunStatus};
 pub use run::{run, RunError, RunReport, RunRequest};

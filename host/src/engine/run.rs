@@ -14,13 +14,13 @@ use super::folder::RunFolder;
 use super::git_changes::GitBaseline;
 use super::plugins::Plugins;
 use super::result::{
-    AgentRecord, LogsRecord, PluginRecord, ResourceUsage, RunResult, RunStatus, SandboxInfo, WorkspaceRecord,
-    RESULT_VERSION,
+    AgentRecord, LogsRecord, PluginRecord, ResourceUsage, RunResult, RunStatus, SandboxInfo,
+    WorkspaceRecord, RESULT_VERSION,
 };
 use super::workspace::{materialize, Workspace};
 use crate::capabilities::{RunContext, SandboxBroker};
-use crate::registry::{GcOptions, Scope, Tracker};
 use crate::record::{EventSink, Observer, OutputLogs, PhaseStatus, Redactor};
+use crate::registry::{GcOptions, Scope, Tracker};
 use crate::runtime::bindings::agent_driver::exports::agentgate::plugin::driver::{
     AgentCapabilities, AgentOutcome, AgentTask, McpServer, ToolSetting,
 };
@@ -359,7 +359,8 @@ impl Run<'_> {
             .tracker
             .workspace_prepared(&workspace.root, workspace.remove_at_cleanup)
         {
-            self.events.host_log("error", format!("sandbox registry: {e}"));
+            self.events
+                .host_log("error", format!("sandbox registry: {e}"));
         }
         // A repository is compared through git's index; anything else (or a
         // repository git cannot read) by a full snapshot.
@@ -447,9 +448,17 @@ impl Run<'_> {
             .sandbox_creating(
                 &spec.provider,
                 &workspace.root,
-                serde_json::to_string(&request.mounts.iter().map(|m| serde_json::json!({
-                    "source": m.source, "target": m.target, "readonly": m.readonly,
-                })).collect::<Vec<_>>())
+                serde_json::to_string(
+                    &request
+                        .mounts
+                        .iter()
+                        .map(|m| {
+                            serde_json::json!({
+                                "source": m.source, "target": m.target, "readonly": m.readonly,
+                            })
+                        })
+                        .collect::<Vec<_>>(),
+                )
                 .expect("mounts serialize"),
             )
             .map_err(|e| Outcome::host(format!("recording the sandbox: {e}")))?;
@@ -474,7 +483,8 @@ impl Run<'_> {
             .tracker
             .sandbox_created(&summary.id, container_id.as_deref())
         {
-            self.events.host_log("error", format!("sandbox registry: {e}"));
+            self.events
+                .host_log("error", format!("sandbox registry: {e}"));
         }
         self.sandbox = Some(SandboxInfo {
             provider: spec.provider.clone(),
@@ -552,7 +562,8 @@ impl Run<'_> {
             match broker.destroy().await {
                 Ok(()) => {
                     if let Err(e) = self.tracker.sandbox_destroyed() {
-                        self.events.host_log("error", format!("sandbox registry: {e}"));
+                        self.events
+                            .host_log("error", format!("sandbox registry: {e}"));
                     }
                 }
                 Err(e) => cleanup_errors.push(format!("destroying the sandbox: {e}")),
@@ -691,9 +702,7 @@ impl Run<'_> {
         } else if let Some(before) = self.before.as_ref() {
             match Snapshot::take(&workspace.dir) {
                 Ok(after) => changes.files = before.changes(&after),
-                Err(e) => {
-                    problems.push(format!("the workspace's changes could not be read: {e}"))
-                }
+                Err(e) => problems.push(format!("the workspace's changes could not be read: {e}")),
             }
         }
         for problem in &problems {
@@ -702,12 +711,7 @@ impl Run<'_> {
         (changes, (!problems.is_empty()).then(|| problems.join("; ")))
     }
 
-    fn result(
-        &self,
-        outcome: Outcome,
-        changes: Changes,
-        cleanup_errors: Vec<String>,
-    ) -> RunResult {
+    fn result(&self, outcome: Outcome, changes: Changes, cleanup_errors: Vec<String>) -> RunResult {
         let (status, exit_code, mut error, agent) = match outcome {
             Outcome::Agent(outcome) => {
                 let status = if outcome.success {

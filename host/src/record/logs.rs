@@ -180,13 +180,28 @@ mod tests {
         logs.write(OutputPipe::Stderr, b"short");
         logs.finish();
         let (stdout, stderr) = logs.sizes();
-        assert_eq!(stdout, LogSize { bytes: 10, truncated_bytes: 6 });
-        assert_eq!(stderr, LogSize { bytes: 5, truncated_bytes: 0 });
+        assert_eq!(
+            stdout,
+            LogSize {
+                bytes: 10,
+                truncated_bytes: 6
+            }
+        );
+        assert_eq!(
+            stderr,
+            LogSize {
+                bytes: 5,
+                truncated_bytes: 0
+            }
+        );
         let text = std::fs::read_to_string(dir.path().join("stdout.log")).unwrap();
         assert_eq!(
             text,
             "0123456789\n[agentgate: this log stops at 10 bytes; 6 more bytes were printed and not kept]\n"
         );
-        assert_eq!(std::fs::read_to_string(dir.path().join("stderr.log")).unwrap(), "short");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("stderr.log")).unwrap(),
+            "short"
+        );
     }
 }

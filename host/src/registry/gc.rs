@@ -156,11 +156,7 @@ pub async fn collect(
                     Err(e) => opened = Err(e),
                 }
             }
-            match opened.map(|()| {
-                providers
-                    .get_mut(&sandbox.provider)
-                    .expect("opened above")
-            }) {
+            match opened.map(|()| providers.get_mut(&sandbox.provider).expect("opened above")) {
                 Ok(provider) => {
                     for id in provider.of_run(&row.run_id) {
                         if !options.dry_run {
@@ -331,7 +327,9 @@ async fn reap_unknown(
 struct Provider {
     instance: crate::runtime::instance::ProviderInstance,
     name: String,
-    leftovers: Vec<crate::runtime::bindings::sandbox_provider::exports::agentgate::plugin::provider::Leftover>,
+    leftovers: Vec<
+        crate::runtime::bindings::sandbox_provider::exports::agentgate::plugin::provider::Leftover,
+    >,
     list_error: Option<String>,
 }
 
@@ -349,13 +347,11 @@ impl Provider {
             .sandbox_provider(plugin, context)
             .await
             .map_err(|e| e.to_string())?;
-        let (leftovers, list_error) = match instance
-            .list_leftovers(Instant::now() + CALL_LIMIT)
-            .await
-        {
-            Ok(leftovers) => (leftovers, None),
-            Err(e) => (Vec::new(), Some(e.to_string())),
-        };
+        let (leftovers, list_error) =
+            match instance.list_leftovers(Instant::now() + CALL_LIMIT).await {
+                Ok(leftovers) => (leftovers, None),
+                Err(e) => (Vec::new(), Some(e.to_string())),
+            };
         Ok(Provider {
             instance,
             name: name.to_string(),

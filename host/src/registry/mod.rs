@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex};
 
 pub use gc::{collect, effective_state, GcOptions, GcReport, Scope};
 pub use owner::{Liveness, Owner};
-pub use store::{now_ms, NewRun, NewSandbox, Registry, RegistryError, RunRow, RunState, SandboxRow};
+pub use store::{
+    now_ms, NewRun, NewSandbox, Registry, RegistryError, RunRow, RunState, SandboxRow,
+};
 
 /// A run's handle on the registry: records its phases and beats its heartbeat until
 /// dropped.
@@ -53,10 +55,9 @@ impl Tracker {
                 let id = id.clone();
                 // A missed beat only makes the run look stale sooner to a gc that
                 // cannot see its owner; it is not worth failing the run over.
-                let _ = tokio::task::spawn_blocking(move || {
-                    registry.lock().unwrap().heartbeat(&id)
-                })
-                .await;
+                let _ =
+                    tokio::task::spawn_blocking(move || registry.lock().unwrap().heartbeat(&id))
+                        .await;
             }
         });
         Ok(Tracker {
@@ -66,11 +67,18 @@ impl Tracker {
         })
     }
 
-    fn with<T>(&self, f: impl FnOnce(&Registry) -> Result<T, RegistryError>) -> Result<T, RegistryError> {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&Registry) -> Result<T, RegistryError>,
+    ) -> Result<T, RegistryError> {
         f(&self.registry.lock().unwrap())
     }
 
-    pub fn workspace_prepared(&self, workspace: &Path, temporary: bool) -> Result<(), RegistryError> {
+    pub fn workspace_prepared(
+        &self,
+        workspace: &Path,
+        temporary: bool,
+    ) -> Result<(), RegistryError> {
         self.with(|r| r.workspace_prepared(&self.run_id, workspace, temporary))
     }
 
@@ -91,7 +99,11 @@ impl Tracker {
         })
     }
 
-    pub fn sandbox_created(&self, id: &str, container_id: Option<&str>) -> Result<(), RegistryError> {
+    pub fn sandbox_created(
+        &self,
+        id: &str,
+        container_id: Option<&str>,
+    ) -> Result<(), RegistryError> {
         self.with(|r| r.sandbox_created(&self.run_id, id, container_id))
     }
 

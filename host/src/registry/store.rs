@@ -470,9 +470,13 @@ mod tests {
         assert_eq!(runs.len(), 1);
         assert_eq!(runs[0].owner, owner.to_string());
         assert_eq!(runs[0].sandbox.as_ref().unwrap().state, "live");
-        assert!(registry.run_ended("r1", RunState::Finished, "succeeded").unwrap());
+        assert!(registry
+            .run_ended("r1", RunState::Finished, "succeeded")
+            .unwrap());
         // gc arriving late must not turn a finished run into a crashed one.
-        assert!(!registry.run_ended("r1", RunState::Crashed, "crashed").unwrap());
+        assert!(!registry
+            .run_ended("r1", RunState::Crashed, "crashed")
+            .unwrap());
         assert!(registry.runs(false).unwrap().is_empty());
         assert_eq!(registry.runs(true).unwrap()[0].state, RunState::Finished);
         // Reopening keeps the schema and the rows.

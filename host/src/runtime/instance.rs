@@ -297,7 +297,10 @@ impl ProviderInstance {
 /// Orphan cleanup (`agentgate gc`): in a store of its own, outside any run.
 impl ProviderInstance {
     /// What this provider created on this machine that still exists.
-    pub async fn list_leftovers(&mut self, deadline: Instant) -> Result<Vec<Leftover>, PluginError> {
+    pub async fn list_leftovers(
+        &mut self,
+        deadline: Instant,
+    ) -> Result<Vec<Leftover>, PluginError> {
         let plugin = self.plugin();
         let call = self
             .bindings
@@ -317,7 +320,11 @@ impl ProviderInstance {
             .bindings
             .agentgate_plugin_provider()
             .call_reap(&mut self.store, id);
-        reported(&plugin, "reap", guard(&plugin, "reap", deadline, call).await?)
+        reported(
+            &plugin,
+            "reap",
+            guard(&plugin, "reap", deadline, call).await?,
+        )
     }
 }
 
