@@ -59,6 +59,9 @@ pub enum GitChangesError {
     TooLarge,
 }
 
+/// Paths as git gives them: bytes, `/`-separated.
+type Paths = Vec<Vec<u8>>;
+
 /// A path's state: absent, or a blob with a mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
@@ -170,7 +173,7 @@ impl GitBaseline {
 
     /// The paths that differ from the base tree now (not ignored), and the files in
     /// ignored folders.
-    fn differing(&self) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), GitChangesError> {
+    fn differing(&self) -> Result<(Paths, Paths), GitChangesError> {
         let tree = self.base_tree()?;
         let mut options = DiffOptions::new();
         options
