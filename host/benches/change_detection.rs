@@ -8,6 +8,7 @@
 //! - our collect step (`GitBaseline::changes`, what a run does after the agent),
 //! - our baseline step (`GitBaseline::take`, what a run does before the agent),
 //! - the snapshot comparison used for workspaces that are not repositories.
+//!
 //! It prints the medians and the ratios against `git status`.
 
 use std::path::Path;
