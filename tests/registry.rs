@@ -165,7 +165,7 @@ fn gc_after_kill_9_reaps_the_subprocess_tree_its_cgroup_and_folders_and_marks_it
     );
     assert_eq!(state_of(&home, &run_id), "orphaned");
 
-    assert_eq!(gc_reaped(&home), [run_id.clone()]);
+    assert_eq!(gc_reaped(&home), std::slice::from_ref(&run_id));
     for marker in ["302.101", "302.102", "302.103"] {
         assert!(
             eventually(5, || processes_with_arg(marker).is_empty()),
@@ -405,7 +405,7 @@ fn gc_after_kill_9_removes_the_docker_container() {
     sigkill(&mut child);
     assert!(!containers().is_empty(), "the container went with its host");
 
-    assert_eq!(gc_reaped(&home), [run_id.clone()]);
+    assert_eq!(gc_reaped(&home), std::slice::from_ref(&run_id));
     assert!(containers().is_empty(), "gc left the container");
     assert!(eventually(10, || processes_with_arg("3021").is_empty()));
     assert!(!folder.join("sandbox").exists());
