@@ -21,7 +21,7 @@ use std::sync::OnceLock;
 use support::{eventually, processes_with_arg, shell_agent, stderr, task_spec, Home};
 
 /// The test image: busybox only, built once per test binary.
-const IMAGE: &str = "agentgate-test/busybox:1";
+const IMAGE: &str = support::DOCKER_TEST_IMAGE;
 
 /// Whether the engine answers and the test image exists; builds it the first time.
 fn docker_ready() -> bool {
@@ -35,7 +35,7 @@ fn docker_ready() -> bool {
             Ok(out) => return Err(format!("`docker info` failed: {}", stderr(&out))),
             Err(e) => return Err(format!("cannot run `docker`: {e}")),
         }
-        build_image()
+        support::docker_test_image()
     });
     match ready {
         Ok(()) => true,
@@ -49,38 +49,6 @@ fn docker_ready() -> bool {
             );
             false
         }
-    }
-}
-
-fn build_image() -> Result<(), String> {
-    let present = Command::new("docker")
-        .args(["image", "inspect", IMAGE])
-        .output()
-        .map_err(|e| e.to_string())?;
-    if present.status.success() {
-        return Ok(());
-    }
-    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
-        .into_iter()
-        .find(|p| Path::new(p).is_file())
-        .ok_or("busybox is not installed (apt-get install busybox-static)")?;
-    let context = tempfile::tempdir().map_err(|e| e.to_string())?;
-    std::fs::copy(busybox, context.path().join("busybox")).map_err(|e| e.to_string())?;
-    std::fs::write(
-        context.path().join("Dockerfile"),
-        "FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n",
-    )
-    .map_err(|e| e.to_string())?;
-    let out = Command::new("docker")
-        .args(["build", "-q", "-t", IMAGE])
-        .arg(context.path())
-        .env("DOCKER_BUILDKIT", "0")
-        .output()
-        .map_err(|e| e.to_string())?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!("building {IMAGE} failed: {}", stderr(&out)))
     }
 }
 

@@ -12,5 +12,6 @@ pub mod cli;
 pub mod engine;
 pub mod escape;
 pub mod record;
+pub mod registry;
 pub mod runtime;
 pub mod taskspec;

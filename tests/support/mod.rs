@@ -168,6 +168,46 @@ pub fn processes_with_arg(arg: &str) -> Vec<i32> {
     found
 }
 
+/// The busybox-only image the Docker tests run (no registry is reachable here).
+pub const DOCKER_TEST_IMAGE: &str = "agentgate-test/busybox:1";
+
+/// Builds [`DOCKER_TEST_IMAGE`] `FROM scratch` with Debian's `busybox-static` unless
+/// the engine already has it.
+pub fn docker_test_image() -> Result<(), String> {
+    let present = Command::new("docker")
+        .args(["image", "inspect", DOCKER_TEST_IMAGE])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if present.status.success() {
+        return Ok(());
+    }
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+        .ok_or("busybox is not installed (apt-get install busybox-static)")?;
+    let context = tempfile::tempdir().map_err(|e| e.to_string())?;
+    std::fs::copy(busybox, context.path().join("busybox")).map_err(|e| e.to_string())?;
+    std::fs::write(
+        context.path().join("Dockerfile"),
+        "FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let out = Command::new("docker")
+        .args(["build", "-q", "-t", DOCKER_TEST_IMAGE])
+        .arg(context.path())
+        .env("DOCKER_BUILDKIT", "0")
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "building {DOCKER_TEST_IMAGE} failed: {}",
+            stderr(&out)
+        ))
+    }
+}
+
 pub mod anthropic;
 pub mod http;
 pub mod openai_responses;

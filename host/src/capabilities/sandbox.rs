@@ -78,6 +78,11 @@ impl SandboxBroker {
         self.sandbox.lock().await.stats().await
     }
 
+    /// What the provider plugin printed on its own stdout/stderr, for `plugins.log`.
+    pub async fn plugin_stdio(&self) -> Vec<u8> {
+        self.sandbox.lock().await.plugin_stdio()
+    }
+
     /// Destroys the sandbox. Called once at cleanup, whatever happened before.
     pub async fn destroy(&self) -> anyhow::Result<()> {
         let mut sandbox = self.sandbox.lock().await;

@@ -5,10 +5,12 @@
 //! run timed out; 130 the run was interrupted (SIGINT, SIGTERM, SIGHUP or SIGQUIT, at
 //! any point).
 
+mod gc;
 mod interrupt;
 mod plugins;
 mod progress;
 mod run;
+mod sandboxes;
 mod schema;
 mod validate;
 
@@ -68,11 +70,15 @@ enum Command {
     Run(run::RunArgs),
     /// Check TaskSpec files without running them.
     Validate(validate::ValidateArgs),
-    /// Print the JSON Schema of the TaskSpec format.
-    Schema,
+    /// Print the JSON Schema of the TaskSpec format (or, with --result, of result.json).
+    Schema(schema::SchemaArgs),
     /// List and inspect plugins.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
+    /// List the runs and sandboxes the registry tracks, like `docker ps`.
+    Sandboxes(sandboxes::SandboxesArgs),
+    /// Clean up after runs whose agentgate died: containers, processes, cgroups, folders.
+    Gc(gc::GcArgs),
 }
 
 /// Exit code for invalid input.
@@ -128,10 +134,12 @@ impl LoadError {
 impl Cli {
     async fn dispatch(&self, interrupts: &Interrupts) -> ExitCode {
         match &self.command {
-            Command::Schema => schema::print(),
+            Command::Schema(args) => schema::print(args),
             Command::Validate(args) => validate::run(self, args).await,
             Command::Run(args) => run::run(self, args, interrupts).await,
             Command::Plugins(command) => plugins::run(self, command).await,
+            Command::Sandboxes(args) => sandboxes::run(self, args),
+            Command::Gc(args) => gc::run(self, args).await,
         }
     }
 

@@ -130,6 +130,7 @@ impl Progress {
             RunStatus::Cancelled => "was cancelled",
             RunStatus::Invalid => "was rejected",
             RunStatus::Error => "failed with an error",
+            RunStatus::Crashed => "crashed",
         };
         eprintln!(
             "run {} {verdict} in {:.1}s; {} file(s) changed",

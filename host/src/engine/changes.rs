@@ -31,12 +31,14 @@ const MAX_PATH_BYTES: u64 = 256 << 20;
 /// huge sparse file cannot keep the host reading for hours.
 const MAX_CONTENT_BYTES: u64 = 64 << 30;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ChangeKind {
     Added,
     Modified,
     Deleted,
+    /// Moved from `from` (git workspaces: found by content similarity, as `git diff -M`).
+    Renamed,
     /// The entry exists before and after, but one of the two could not be read, so
     /// whether it changed is unknown. `error` says why.
     Unreadable,
@@ -48,12 +50,13 @@ impl std::fmt::Display for ChangeKind {
             ChangeKind::Added => "added",
             ChangeKind::Modified => "modified",
             ChangeKind::Deleted => "deleted",
+            ChangeKind::Renamed => "renamed",
             ChangeKind::Unreadable => "unreadable",
         })
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum EntryKind {
     File,
@@ -66,7 +69,7 @@ pub enum EntryKind {
 }
 
 /// One entry of `modifiedFiles`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct FileChange {
     /// `/`-separated, relative to the workspace root, escaped by
     /// [`crate::escape::name`]: lossless, printable, one line.
@@ -77,6 +80,13 @@ pub struct FileChange {
     /// content could not be read).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// For `renamed`: the old path, escaped like `path`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// Git workspaces: whether the content is binary (a NUL byte in its first 8000
+    /// bytes, git's own test); the new content, or the old one for `deleted`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binary: Option<bool>,
 }
 
 /// Why a whole snapshot could not be taken.
@@ -231,6 +241,8 @@ impl Snapshot {
                 change,
                 kind,
                 error: error.cloned(),
+                from: None,
+                binary: None,
             });
         }
         changes

@@ -72,6 +72,14 @@ impl RunFolder {
         append_plugin_log(&self.dir, &self.redactor, plugin, output);
     }
 
+    /// Writes `changes.patch` (git workspaces), masked like every file here.
+    pub fn write_patch(&self, patch: &[u8]) -> std::io::Result<()> {
+        std::fs::write(
+            self.dir.join("changes.patch"),
+            self.redactor.apply_bytes(patch),
+        )
+    }
+
     /// Writes `result.json`. The result must already be masked ([`RunResult::mask`]);
     /// the text is masked once more, so no field is ever written in clear.
     pub fn write_result(&self, result: &RunResult) -> std::io::Result<()> {

@@ -6,14 +6,18 @@
 //! falls back to weaker isolation: a sandbox that cannot be created fails the run.
 
 mod changes;
+mod crashed;
 mod folder;
+mod git_changes;
 mod plugins;
 mod result;
 mod run;
 mod workspace;
 
-pub use changes::{ChangeKind, EntryKind, FileChange};
+pub use changes::{ChangeKind, EntryKind, FileChange, Snapshot};
+pub use crashed::{write_crashed_result, CrashedRun};
 pub use folder::RunFolder;
+pub use git_changes::{GitBaseline, GitChanges};
 pub use plugins::{resolve as resolve_plugins, PluginProblem, Plugins};
-pub use result::{RunResult, RunStatus};
+pub use result::{result_schema, RunResult, RunStatus};
 pub use run::{run, RunError, RunReport, RunRequest};

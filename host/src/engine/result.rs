@@ -9,12 +9,19 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::changes::FileChange;
-use crate::record::Redactor;
+use crate::record::{LogSize, Redactor};
 
 /// Bumped when a field changes meaning or disappears.
 pub const RESULT_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// The JSON Schema of `result.json` (`agentgate schema --result`).
+pub fn result_schema() -> serde_json::Value {
+    let mut schema = schemars::schema_for!(RunResult).to_value();
+    schema["$id"] = format!("https://agentgate.dev/schemas/result-v{RESULT_VERSION}.json").into();
+    schema
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum RunStatus {
     /// The agent finished and reported success.
@@ -29,6 +36,9 @@ pub enum RunStatus {
     Invalid,
     /// A plugin or the host failed.
     Error,
+    /// The `agentgate` process running it died before the end (e.g. `kill -9`);
+    /// written by `agentgate gc`, which cleaned up after it.
+    Crashed,
 }
 
 impl RunStatus {
@@ -38,14 +48,14 @@ impl RunStatus {
             RunStatus::Succeeded => 0,
             RunStatus::Failed => 1,
             RunStatus::Invalid => 2,
-            RunStatus::Error => 3,
+            RunStatus::Error | RunStatus::Crashed => 3,
             RunStatus::TimedOut => 4,
             RunStatus::Cancelled => 130,
         }
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunResult {
     pub version: u32,
@@ -73,6 +83,23 @@ pub struct RunResult {
     /// deleted in the workspace, or could not read, by escaped path; see
     /// [`FileChange`]. Sorted by the raw bytes of the path.
     pub modified_files: Vec<FileChange>,
+    /// Git workspaces: files in ignored folders (`node_modules/`, `target/`) the run
+    /// added, modified or deleted, kept apart from `modifiedFiles`; empty otherwise.
+    pub ignored_files: Vec<FileChange>,
+    /// How `modifiedFiles` was found: `git` (the workspace is a repository; renames
+    /// and binary files are told, `changes.patch` holds the change set) or `snapshot`
+    /// (every entry compared by content before and after).
+    pub changes_from: String,
+    /// `stdout.log` and `stderr.log`: what they kept and what they dropped past their
+    /// bound. Absent when no sandbox was created.
+    pub logs: Option<LogsRecord>,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LogsRecord {
+    pub stdout: LogSize,
+    pub stderr: LogSize,
 }
 
 impl RunResult {
@@ -84,7 +111,8 @@ impl RunResult {
         texts.extend(
             self.modified_files
                 .iter_mut()
-                .map(|change| &mut change.path),
+                .chain(&mut self.ignored_files)
+                .flat_map(|change| std::iter::once(&mut change.path).chain(change.from.as_mut())),
         );
         if let Some(workspace) = &mut self.workspace {
             texts.extend([&mut workspace.root, &mut workspace.description]);
@@ -103,7 +131,7 @@ impl RunResult {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PluginRecord {
     pub name: String,
@@ -112,7 +140,7 @@ pub struct PluginRecord {
     pub origin: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceRecord {
     pub source: String,
@@ -121,7 +149,7 @@ pub struct WorkspaceRecord {
     pub description: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxInfo {
     pub provider: String,
@@ -133,7 +161,7 @@ pub struct SandboxInfo {
     pub duration_ms: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceUsage {
     pub cpu_percent: f64,
@@ -146,7 +174,7 @@ pub struct ResourceUsage {
     pub oom_killed: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentRecord {
     pub driver: String,
@@ -200,6 +228,9 @@ mod tests {
                 summary: Some(text()),
             }),
             modified_files: Vec::new(),
+            ignored_files: Vec::new(),
+            changes_from: "snapshot".into(),
+            logs: None,
         };
         result.mask(&Redactor::new([secret.to_string()]));
         let json = serde_json::to_string(&result).unwrap();

@@ -11,14 +11,16 @@ use tokio::time::Instant;
 
 use super::changes::{FileChange, Snapshot};
 use super::folder::RunFolder;
+use super::git_changes::GitBaseline;
 use super::plugins::Plugins;
 use super::result::{
-    AgentRecord, PluginRecord, ResourceUsage, RunResult, RunStatus, SandboxInfo, WorkspaceRecord,
-    RESULT_VERSION,
+    AgentRecord, LogsRecord, PluginRecord, ResourceUsage, RunResult, RunStatus, SandboxInfo,
+    WorkspaceRecord, RESULT_VERSION,
 };
 use super::workspace::{materialize, Workspace};
 use crate::capabilities::{RunContext, SandboxBroker};
 use crate::record::{EventSink, Observer, OutputLogs, PhaseStatus, Redactor};
+use crate::registry::{GcOptions, Scope, Tracker};
 use crate::runtime::bindings::agent_driver::exports::agentgate::plugin::driver::{
     AgentCapabilities, AgentOutcome, AgentTask, McpServer, ToolSetting,
 };
@@ -174,6 +176,15 @@ async fn start(
         )
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", folder.events().display()))?,
     );
+    reap_orphans(runtime, &request.home, &events).await;
+    // A run the registry does not know could not be cleaned up after a crash: refuse it.
+    let tracker = Tracker::start(
+        &request.home,
+        &run_id,
+        &request.spec.metadata.name,
+        folder.path(),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut run = Run {
         runtime,
         spec: &request.spec,
@@ -182,14 +193,17 @@ async fn start(
         events,
         redactor,
         folder,
+        tracker,
         started: SystemTime::now() - request.started.elapsed(),
         clock: request.started,
         phases: BTreeMap::new(),
         source: None,
         workspace: None,
         before: None,
+        git: None,
         broker: None,
         logs: None,
+        log_sizes: None,
         sandbox: None,
         sandbox_started: None,
     };
@@ -228,15 +242,20 @@ struct Run<'a> {
     events: Arc<EventSink>,
     redactor: Arc<Redactor>,
     folder: RunFolder,
+    tracker: Tracker,
     started: SystemTime,
     clock: Instant,
     phases: BTreeMap<String, u64>,
     source: Option<(SourceInstance, PreparedWorkspace)>,
     workspace: Option<Workspace>,
     before: Option<Snapshot>,
+    /// Set instead of `before` when the workspace is a git repository.
+    git: Option<GitBaseline>,
     broker: Option<Arc<SandboxBroker>>,
     /// `stdout.log` and `stderr.log`, ended at cleanup.
     logs: Option<Arc<OutputLogs>>,
+    /// What the output logs kept and dropped, once they ended.
+    log_sizes: Option<LogsRecord>,
     sandbox: Option<SandboxInfo>,
     sandbox_started: Option<Instant>,
 }
@@ -336,10 +355,29 @@ impl Run<'_> {
         let workspace = materialize(&prepared).map_err(|e| Outcome::host(e.to_string()))?;
         self.events
             .host_log("info", format!("workspace: {}", prepared.description));
-        self.before = Some(
-            Snapshot::take(&workspace.dir)
-                .map_err(|e| Outcome::host(format!("reading the workspace: {e}")))?,
-        );
+        if let Err(e) = self
+            .tracker
+            .workspace_prepared(&workspace.root, workspace.remove_at_cleanup)
+        {
+            self.events
+                .host_log("error", format!("sandbox registry: {e}"));
+        }
+        // A repository is compared through git's index; anything else (or a
+        // repository git cannot read) by a full snapshot.
+        match GitBaseline::take(&workspace.root) {
+            Ok(Some(baseline)) => self.git = Some(baseline),
+            Ok(None) => {}
+            Err(e) => self.events.host_log(
+                "info",
+                format!("comparing the workspace by snapshot, not git: {e}"),
+            ),
+        }
+        if self.git.is_none() {
+            self.before = Some(
+                Snapshot::take(&workspace.dir)
+                    .map_err(|e| Outcome::host(format!("reading the workspace: {e}")))?,
+            );
+        }
         self.workspace = Some(workspace);
         self.source = Some((source, prepared));
         Ok(())
@@ -393,7 +431,12 @@ impl Run<'_> {
             env: env_vars(&spec.environment),
             labels: vec![
                 label("io.agentgate.run-id", &self.ctx.run_id),
-                label("io.agentgate.owner", &format!("pid:{}", std::process::id())),
+                label(
+                    "io.agentgate.owner",
+                    &crate::registry::Owner::current()
+                        .map_err(|e| Outcome::host(format!("identifying this process: {e}")))?
+                        .to_string(),
+                ),
                 label(
                     "io.agentgate.created",
                     &humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
@@ -401,6 +444,26 @@ impl Run<'_> {
             ],
             options: serde_json::Value::Object(spec.options.clone()).to_string(),
         };
+        // Recorded before the provider acts, so what a crash during creation leaves
+        // behind is still found.
+        self.tracker
+            .sandbox_creating(
+                &spec.provider,
+                &workspace.root,
+                serde_json::to_string(
+                    &request
+                        .mounts
+                        .iter()
+                        .map(|m| {
+                            serde_json::json!({
+                                "source": m.source, "target": m.target, "readonly": m.readonly,
+                            })
+                        })
+                        .collect::<Vec<_>>(),
+                )
+                .expect("mounts serialize"),
+            )
+            .map_err(|e| Outcome::host(format!("recording the sandbox: {e}")))?;
         self.sandbox_started = Some(Instant::now());
         let mut sandbox = match provider.create(&request, deadline).await {
             Ok(sandbox) => sandbox,
@@ -417,10 +480,18 @@ impl Run<'_> {
                 return Err(Outcome::plugin(error));
             }
         };
+        let container_id = (spec.provider == "docker").then(|| summary.id.clone());
+        if let Err(e) = self
+            .tracker
+            .sandbox_created(&summary.id, container_id.as_deref())
+        {
+            self.events
+                .host_log("error", format!("sandbox registry: {e}"));
+        }
         self.sandbox = Some(SandboxInfo {
             provider: spec.provider.clone(),
             // The seed's SandboxInfo names the container of a docker sandbox.
-            container_id: (spec.provider == "docker").then(|| summary.id.clone()),
+            container_id,
             id: summary.id.clone(),
             isolation: summary.isolation.clone(),
             resource_usage: None,
@@ -490,13 +561,24 @@ impl Run<'_> {
         let mut cleanup_errors = Vec::new();
         let outcome = self.record_resource_usage(outcome).await;
         if let Some(broker) = self.broker.take() {
-            if let Err(e) = broker.destroy().await {
-                cleanup_errors.push(format!("destroying the sandbox: {e}"));
+            match broker.destroy().await {
+                Ok(()) => {
+                    if let Err(e) = self.tracker.sandbox_destroyed() {
+                        self.events
+                            .host_log("error", format!("sandbox registry: {e}"));
+                    }
+                }
+                Err(e) => cleanup_errors.push(format!("destroying the sandbox: {e}")),
             }
+            // Kept whatever the outcome: a provider's warnings matter on success too.
+            self.folder
+                .append_plugin_log(self.plugins.provider.name(), &broker.plugin_stdio().await);
         }
         // Nothing prints any more: write what the output logs held back.
         if let Some(logs) = self.logs.take() {
             logs.finish();
+            let (stdout, stderr) = logs.sizes();
+            self.log_sizes = Some(LogsRecord { stdout, stderr });
         }
         // The sandbox's private state (a throwaway HOME) goes with it.
         if let Err(e) = self.folder.remove_scratch("sandbox") {
@@ -505,7 +587,7 @@ impl Run<'_> {
         if let (Some(info), Some(started)) = (self.sandbox.as_mut(), self.sandbox_started) {
             info.duration_ms = started.elapsed().as_millis() as u64;
         }
-        let (modified_files, changes_problem) = self.collect_changes();
+        let (changes, changes_problem) = self.collect_changes();
         if let Some((mut source, prepared)) = self.source.take() {
             let deadline = Instant::now() + Duration::from_secs(30);
             if let Err(e) = source.release(&prepared, deadline).await {
@@ -528,7 +610,7 @@ impl Run<'_> {
         }
         self.end("cleanup", since, None);
 
-        let mut result = self.result(outcome, modified_files, cleanup_errors);
+        let mut result = self.result(outcome, changes, cleanup_errors);
         // A run whose changes are unknown, or were made to a root it then moved away,
         // is not a success.
         if let Some(problem) = changes_problem {
@@ -545,6 +627,11 @@ impl Run<'_> {
         if let Err(e) = self.folder.write_result(&result) {
             self.events
                 .host_log("error", format!("writing result.json: {e}"));
+        }
+        let status = serde_json::to_value(result.status).expect("statuses serialize");
+        if let Err(e) = self.tracker.finished(status.as_str().unwrap_or_default()) {
+            self.events
+                .host_log("error", format!("sandbox registry: {e}"));
         }
         result
     }
@@ -593,34 +680,40 @@ impl Run<'_> {
 
     /// What the agent changed, read through the handle opened before it ran, and
     /// what makes that record incomplete.
-    fn collect_changes(&mut self) -> (Vec<FileChange>, Option<String>) {
-        let (Some(before), Some(workspace)) = (self.before.as_ref(), self.workspace.as_ref())
-        else {
-            return (Vec::new(), None);
+    fn collect_changes(&mut self) -> (Changes, Option<String>) {
+        let mut changes = Changes::default();
+        let Some(workspace) = self.workspace.as_ref() else {
+            return (changes, None);
         };
         let mut problems = Vec::new();
         if let Err(e) = workspace.check_root() {
             problems.push(e.to_string());
         }
-        let changes = match Snapshot::take(&workspace.dir) {
-            Ok(after) => before.changes(&after),
-            Err(e) => {
-                problems.push(format!("the workspace's changes could not be read: {e}"));
-                Vec::new()
+        if let Some(git) = self.git.as_ref() {
+            changes.from = "git";
+            match git.changes() {
+                Ok(found) => {
+                    changes.files = found.files;
+                    changes.ignored = found.ignored;
+                    if let Err(e) = self.folder.write_patch(&found.patch) {
+                        problems.push(format!("writing changes.patch: {e}"));
+                    }
+                }
+                Err(e) => problems.push(format!("the workspace's changes could not be read: {e}")),
             }
-        };
+        } else if let Some(before) = self.before.as_ref() {
+            match Snapshot::take(&workspace.dir) {
+                Ok(after) => changes.files = before.changes(&after),
+                Err(e) => problems.push(format!("the workspace's changes could not be read: {e}")),
+            }
+        }
         for problem in &problems {
             self.events.host_log("error", problem.clone());
         }
         (changes, (!problems.is_empty()).then(|| problems.join("; ")))
     }
 
-    fn result(
-        &self,
-        outcome: Outcome,
-        modified_files: Vec<FileChange>,
-        cleanup_errors: Vec<String>,
-    ) -> RunResult {
+    fn result(&self, outcome: Outcome, changes: Changes, cleanup_errors: Vec<String>) -> RunResult {
         let (status, exit_code, mut error, agent) = match outcome {
             Outcome::Agent(outcome) => {
                 let status = if outcome.success {
@@ -687,8 +780,52 @@ impl Run<'_> {
             }),
             sandbox: self.sandbox.clone(),
             agent,
-            modified_files,
+            modified_files: changes.files,
+            ignored_files: changes.ignored,
+            changes_from: changes.from.to_string(),
+            logs: self.log_sizes.clone(),
         }
+    }
+}
+
+/// What the run changed in its workspace, and how that was found.
+struct Changes {
+    files: Vec<FileChange>,
+    ignored: Vec<FileChange>,
+    from: &'static str,
+}
+
+impl Default for Changes {
+    fn default() -> Changes {
+        Changes {
+            files: Vec::new(),
+            ignored: Vec::new(),
+            from: "snapshot",
+        }
+    }
+}
+
+/// Cleans up after this home's runs whose `agentgate` died, before starting another.
+/// A failure is reported, not fatal: the orphans stay recorded for the next gc.
+async fn reap_orphans(runtime: &Runtime, home: &std::path::Path, events: &EventSink) {
+    let options = GcOptions {
+        dry_run: false,
+        older_than: Duration::ZERO,
+        scope: Scope::Registry,
+    };
+    match crate::registry::collect(runtime, home, &options).await {
+        Ok(report) => {
+            for orphan in &report.orphans {
+                events.host_log(
+                    "info",
+                    format!("gc: cleaned up after crashed run {}", orphan.run_id),
+                );
+            }
+            for error in report.errors {
+                events.host_log("error", format!("gc: {error}"));
+            }
+        }
+        Err(e) => events.host_log("error", format!("gc: {e}")),
     }
 }
 

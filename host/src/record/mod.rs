@@ -10,5 +10,5 @@ mod logs;
 mod redact;
 
 pub use events::{EventBody, EventSink, Observer, PhaseStatus, RunEvent};
-pub use logs::{append_plugin_log, OutputLogs};
+pub use logs::{append_plugin_log, LogSize, OutputLogs, MAX_LOG_BYTES};
 pub use redact::{is_secret_name, MaskStream, Redactor};

@@ -16,7 +16,7 @@ use wasmtime::Store;
 use super::bindings::agent_driver::exports::agentgate::plugin::driver::{AgentOutcome, AgentTask};
 use super::bindings::agent_driver::AgentDriver;
 use super::bindings::sandbox_provider::exports::agentgate::plugin::provider::{
-    SandboxRequest, SandboxSummary,
+    Leftover, SandboxRequest, SandboxSummary,
 };
 use super::bindings::sandbox_provider::SandboxProvider;
 use super::bindings::types::{Error, ExecRequest, PluginInfo, ResourceUsage};
@@ -295,6 +295,40 @@ impl ProviderInstance {
     }
 }
 
+/// Orphan cleanup (`agentgate gc`): in a store of its own, outside any run.
+impl ProviderInstance {
+    /// What this provider created on this machine that still exists.
+    pub async fn list_leftovers(
+        &mut self,
+        deadline: Instant,
+    ) -> Result<Vec<Leftover>, PluginError> {
+        let plugin = self.plugin();
+        let call = self
+            .bindings
+            .agentgate_plugin_provider()
+            .call_list_leftovers(&mut self.store);
+        reported(
+            &plugin,
+            "list-leftovers",
+            guard(&plugin, "list-leftovers", deadline, call).await?,
+        )
+    }
+
+    /// Removes one leftover that the host judged an orphan.
+    pub async fn reap(&mut self, id: &str, deadline: Instant) -> Result<(), PluginError> {
+        let plugin = self.plugin();
+        let call = self
+            .bindings
+            .agentgate_plugin_provider()
+            .call_reap(&mut self.store, id);
+        reported(
+            &plugin,
+            "reap",
+            guard(&plugin, "reap", deadline, call).await?,
+        )
+    }
+}
+
 /// A sandbox a provider created, with the provider's store that owns it.
 pub struct ActiveSandbox {
     instance: ProviderInstance,
@@ -366,6 +400,11 @@ impl ActiveSandbox {
             "stats",
             guard(&plugin, "stats", deadline, call).await?,
         )
+    }
+
+    /// What the provider plugin printed on its own stdout/stderr so far.
+    pub fn plugin_stdio(&self) -> Vec<u8> {
+        self.instance.plugin_stdio()
     }
 
     /// Destroys the sandbox and kills everything the provider started. Idempotent.

@@ -35,7 +35,7 @@ const FORBIDDEN_SOURCES: &[&str] = &["/proc", "/sys", "/dev", "/boot"];
 #[derive(Debug, Clone)]
 pub struct Policy {
     pub run_id: String,
-    /// `pid:<host pid>` of this agentgate.
+    /// This agentgate ([`crate::registry::Owner`]), for `agentgate gc`.
     pub owner: String,
     /// RFC 3339 time of creation.
     pub created: String,
@@ -69,7 +69,8 @@ impl Policy {
             .collect();
         Policy {
             run_id: run.run_id.clone(),
-            owner: format!("pid:{}", std::process::id()),
+            owner: crate::registry::Owner::current()
+                .map_or_else(|_| format!("pid:{}", std::process::id()), |o| o.to_string()),
             created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             invoking_user: format!("{uid}:{gid}"),
             allow_host_network: run.docker.host_network,

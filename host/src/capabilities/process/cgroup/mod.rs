@@ -310,6 +310,47 @@ impl Drop for Cgroup {
     }
 }
 
+/// Finding the cgroups a dead host left behind (for `agentgate gc`).
+impl Cgroup {
+    /// Kills every process in, and removes, each sandbox cgroup whose name starts
+    /// with `prefix` (a run's id and `-`), in the hierarchies this process would use.
+    /// Returns the names it found. Only for runs whose host is gone: a live run's
+    /// cgroup would be killed too.
+    pub fn reclaim(prefix: &str) -> Result<Vec<String>, CgroupError> {
+        check_name(prefix)?;
+        let layout = Layout::of_this_process()?;
+        let mut names = std::collections::BTreeSet::new();
+        // Any name gives the folders that hold every sandbox cgroup.
+        for dir in Backend::new(&layout, prefix).dirs() {
+            let Some(parent) = dir.parent() else { continue };
+            let entries = match std::fs::read_dir(parent) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(CgroupError::io("list", parent, e)),
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with(prefix) && entry.path().is_dir() {
+                    names.insert(name);
+                }
+            }
+        }
+        for name in &names {
+            let backend = Backend::new(&layout, name);
+            let dirs = backend.dirs().into_iter().filter(|d| d.is_dir()).collect();
+            // Dropping it kills what is inside and removes the directories.
+            drop(Cgroup {
+                backend,
+                dirs,
+                entry_files: Vec::new(),
+                created: Instant::now(),
+                peak_seen: AtomicU64::new(0),
+            });
+        }
+        Ok(names.into_iter().collect())
+    }
+}
+
 /// The numbers each version reads; `Cgroup::usage` derives the rest.
 struct RawUsage {
     cpu_time_ns: u64,

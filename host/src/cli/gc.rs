@@ -1,0 +1,83 @@
+//! `agentgate gc`: clean up after runs whose `agentgate` died.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use super::{fail, Cli, EXIT_ERROR};
+use crate::registry::{GcOptions, Scope};
+
+#[derive(Debug, clap::Args)]
+pub struct GcArgs {
+    /// Say what would be removed, and remove nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Only orphans silent for at least this long (e.g. 30m, 2h); by default every one.
+    #[arg(long, value_name = "DURATION", value_parser = crate::taskspec::parse_duration)]
+    older_than: Option<Duration>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(cli: &Cli, args: &GcArgs) -> ExitCode {
+    let runtime = match cli.runtime().await {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(e.exit_code(), e),
+    };
+    let options = GcOptions {
+        dry_run: args.dry_run,
+        older_than: args.older_than.unwrap_or(Duration::ZERO),
+        scope: Scope::Everything,
+    };
+    let report = match crate::registry::collect(&runtime, cli.home(), &options).await {
+        Ok(report) => report,
+        Err(e) => return fail(EXIT_ERROR, e),
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("reports serialize")
+        );
+    } else {
+        let verb = if args.dry_run { "would reap" } else { "reaped" };
+        for orphan in &report.orphans {
+            let mut what: Vec<String> = orphan.leftovers.clone();
+            what.extend(orphan.cgroups.iter().map(|c| format!("cgroup {c}")));
+            what.extend(orphan.folders.clone());
+            println!(
+                "{verb} run {}{}{}",
+                orphan.run_id,
+                if what.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", what.join(", "))
+                },
+                orphan
+                    .result
+                    .as_ref()
+                    .map_or(String::new(), |r| format!("; marked crashed in {r}")),
+            );
+        }
+        for object in &report.unknown {
+            println!(
+                "{verb} {} {} of unknown run {}",
+                object.provider, object.id, object.run_id
+            );
+        }
+        if report.orphans.is_empty() && report.unknown.is_empty() {
+            println!("no orphans");
+        }
+        if !report.live.is_empty() {
+            println!("left alone {} live run(s)", report.live.len());
+        }
+    }
+    let failed = report.orphans.iter().any(|o| !o.complete);
+    for error in &report.errors {
+        eprintln!("{}: {error}", if failed { "error" } else { "warning" });
+    }
+    if failed {
+        ExitCode::from(EXIT_ERROR)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

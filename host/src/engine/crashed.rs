@@ -1,0 +1,88 @@
+//! The `result.json` of a run whose `agentgate` died before writing one.
+//!
+//! `agentgate gc` writes it once it has cleaned up after the run, so every run folder
+//! ends with a result, and a consumer polling for it learns the run is over.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use super::result::{RunResult, RunStatus, SandboxInfo, RESULT_VERSION};
+
+/// What the registry knew of the run.
+pub struct CrashedRun<'a> {
+    pub run_id: &'a str,
+    pub name: &'a str,
+    pub folder: &'a Path,
+    pub owner: &'a str,
+    pub started: SystemTime,
+    pub last_heartbeat: SystemTime,
+    pub provider: Option<&'a str>,
+    pub sandbox_id: Option<&'a str>,
+    /// What gc reaped from the provider.
+    pub reaped: &'a [String],
+}
+
+/// Writes `result.json` with status `crashed` into the run folder, unless the run
+/// wrote its own (then it returns `None`: the run finished after all).
+pub fn write_crashed_result(run: &CrashedRun<'_>) -> std::io::Result<Option<PathBuf>> {
+    let path = run.folder.join("result.json");
+    if path.exists() {
+        return Ok(None);
+    }
+    if !run.folder.is_dir() {
+        // The folder is gone (removed by its user): there is nowhere to write.
+        return Ok(None);
+    }
+    let now = SystemTime::now();
+    let result = RunResult {
+        version: RESULT_VERSION,
+        run_id: run.run_id.to_string(),
+        name: run.name.to_string(),
+        status: RunStatus::Crashed,
+        exit_code: None,
+        error: Some(format!(
+            "the agentgate process that ran it ({}) died before the run ended; last heartbeat \
+             at {}; agentgate gc cleaned up what it left{}",
+            run.owner,
+            humantime::format_rfc3339_seconds(run.last_heartbeat),
+            if run.reaped.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", run.reaped.join(", "))
+            }
+        )),
+        started_at: humantime::format_rfc3339_millis(run.started).to_string(),
+        finished_at: humantime::format_rfc3339_millis(now).to_string(),
+        duration_ms: now
+            .duration_since(run.started)
+            .unwrap_or_default()
+            .as_millis() as u64,
+        phases: Default::default(),
+        plugins: Default::default(),
+        workspace: None,
+        sandbox: run.provider.map(|provider| SandboxInfo {
+            provider: provider.to_string(),
+            container_id: (provider == "docker")
+                .then(|| run.sandbox_id.map(str::to_string))
+                .flatten(),
+            id: run.sandbox_id.unwrap_or_default().to_string(),
+            isolation: String::new(),
+            resource_usage: None,
+            duration_ms: 0,
+        }),
+        agent: None,
+        modified_files: Vec::new(),
+        ignored_files: Vec::new(),
+        // Nothing was compared: the run died before collecting its changes.
+        changes_from: "none".into(),
+        logs: None,
+    };
+    // Written aside and renamed, so a reader never sees half a result.
+    let partial = run.folder.join("result.json.partial");
+    std::fs::write(
+        &partial,
+        serde_json::to_string_pretty(&result).expect("results serialize") + "\n",
+    )?;
+    std::fs::rename(&partial, &path)?;
+    Ok(Some(path))
+}

@@ -1,0 +1,134 @@
+//! The sandbox registry: what every run of this home started, kept outside the run's
+//! process so that a `kill -9` of `agentgate` leaves a record of what to clean up.
+//!
+//! [`store`] is the SQLite database (one row per run and per sandbox), [`owner`] the
+//! identity of the `agentgate` process that owns a run and whether it still lives,
+//! [`gc`] the orphan cleanup built on both. A run registers itself through a
+//! [`Tracker`], which also beats its heartbeat while the run lasts.
+
+pub mod gc;
+pub mod owner;
+pub mod store;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+pub use gc::{collect, effective_state, GcOptions, GcReport, Scope};
+pub use owner::{Liveness, Owner};
+pub use store::{
+    now_ms, NewRun, NewSandbox, Registry, RegistryError, RunRow, RunState, SandboxRow,
+};
+
+/// A run's handle on the registry: records its phases and beats its heartbeat until
+/// dropped.
+pub struct Tracker {
+    registry: Arc<Mutex<Registry>>,
+    run_id: String,
+    heartbeat: tokio::task::JoinHandle<()>,
+}
+
+impl Tracker {
+    /// Records the run as started by this process and starts its heartbeat.
+    pub fn start(
+        home: &Path,
+        run_id: &str,
+        name: &str,
+        folder: &Path,
+    ) -> Result<Tracker, TrackError> {
+        let owner = Owner::current().map_err(TrackError::Owner)?;
+        let registry = Registry::open(home)?;
+        registry.run_started(&NewRun {
+            run_id,
+            name,
+            folder,
+            owner: &owner,
+        })?;
+        let registry = Arc::new(Mutex::new(registry));
+        let beating = registry.clone();
+        let id = run_id.to_string();
+        let heartbeat = tokio::spawn(async move {
+            let mut interval = tokio::time::interval(gc::HEARTBEAT_INTERVAL);
+            interval.tick().await;
+            loop {
+                interval.tick().await;
+                let registry = beating.clone();
+                let id = id.clone();
+                // A missed beat only makes the run look stale sooner to a gc that
+                // cannot see its owner; it is not worth failing the run over.
+                let _ =
+                    tokio::task::spawn_blocking(move || registry.lock().unwrap().heartbeat(&id))
+                        .await;
+            }
+        });
+        Ok(Tracker {
+            registry,
+            run_id: run_id.to_string(),
+            heartbeat,
+        })
+    }
+
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&Registry) -> Result<T, RegistryError>,
+    ) -> Result<T, RegistryError> {
+        f(&self.registry.lock().unwrap())
+    }
+
+    pub fn workspace_prepared(
+        &self,
+        workspace: &Path,
+        temporary: bool,
+    ) -> Result<(), RegistryError> {
+        self.with(|r| r.workspace_prepared(&self.run_id, workspace, temporary))
+    }
+
+    pub fn sandbox_creating(
+        &self,
+        provider: &str,
+        workspace: &Path,
+        mounts: String,
+    ) -> Result<(), RegistryError> {
+        self.with(|r| {
+            r.sandbox_creating(&NewSandbox {
+                run_id: &self.run_id,
+                provider,
+                cgroup: &format!("{}-", self.run_id),
+                workspace,
+                mounts,
+            })
+        })
+    }
+
+    pub fn sandbox_created(
+        &self,
+        id: &str,
+        container_id: Option<&str>,
+    ) -> Result<(), RegistryError> {
+        self.with(|r| r.sandbox_created(&self.run_id, id, container_id))
+    }
+
+    pub fn sandbox_destroyed(&self) -> Result<(), RegistryError> {
+        self.with(|r| r.sandbox_ended(&self.run_id, "destroyed"))
+    }
+
+    /// The run wrote its result: it is finished, with that status.
+    pub fn finished(&self, status: &str) -> Result<(), RegistryError> {
+        self.heartbeat.abort();
+        self.with(|r| r.run_ended(&self.run_id, RunState::Finished, status))
+            .map(|_| ())
+    }
+}
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrackError {
+    #[error("cannot tell which process this is (for the sandbox registry): {0}")]
+    Owner(std::io::Error),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+}

@@ -1,0 +1,499 @@
+//! The registry database: `AGENTGATE_HOME/registry.db`.
+//!
+//! SQLite in WAL mode, so many `agentgate` processes (runs, `gc`, `sandboxes`) read
+//! and write it at once; every write is one short transaction, and a writer that finds
+//! the database locked waits for it (busy timeout) instead of failing. The schema is
+//! versioned with `PRAGMA user_version` and migrated forward in an immediate
+//! transaction, so two processes opening a new home do not both migrate it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use serde::Serialize;
+
+use super::owner::Owner;
+
+/// Migrations, in order: entry `i` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: one row per run and one per sandbox.
+    "CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        folder TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        state TEXT NOT NULL,
+        status TEXT,
+        started_ms INTEGER NOT NULL,
+        heartbeat_ms INTEGER NOT NULL,
+        finished_ms INTEGER,
+        workspace TEXT,
+        temporary_workspace INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX runs_state ON runs(state);
+    CREATE TABLE sandboxes (
+        run_id TEXT PRIMARY KEY REFERENCES runs(run_id),
+        provider TEXT NOT NULL,
+        sandbox_id TEXT,
+        container_id TEXT,
+        cgroup TEXT,
+        workspace TEXT NOT NULL,
+        mounts TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        state TEXT NOT NULL
+    );",
+];
+
+/// How long a writer waits for another process's transaction.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("cannot create {}: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("sandbox registry {}: {source}", path.display())]
+    Sqlite {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error(
+        "sandbox registry {} cannot use write-ahead logging (journal mode {mode}); put \
+         AGENTGATE_HOME on a local file system",
+        path.display()
+    )]
+    NoWal { path: PathBuf, mode: String },
+    #[error(
+        "sandbox registry {} has schema version {found}, newer than this agentgate knows \
+         ({known}); use a newer agentgate with this home",
+        path.display()
+    )]
+    TooNew {
+        path: PathBuf,
+        found: u32,
+        known: u32,
+    },
+}
+
+/// A run's state as the registry records it. `orphaned` is not stored: it is a
+/// `running` row whose owner is gone ([`RunRow::effective_state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunState {
+    Running,
+    Finished,
+    Crashed,
+    Orphaned,
+}
+
+impl RunState {
+    fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Finished => "finished",
+            RunState::Crashed => "crashed",
+            RunState::Orphaned => "orphaned",
+        }
+    }
+
+    fn parse(text: &str) -> RunState {
+        match text {
+            "finished" => RunState::Finished,
+            "crashed" => RunState::Crashed,
+            "orphaned" => RunState::Orphaned,
+            _ => RunState::Running,
+        }
+    }
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// A run as it starts.
+#[derive(Debug, Clone)]
+pub struct NewRun<'a> {
+    pub run_id: &'a str,
+    pub name: &'a str,
+    pub folder: &'a Path,
+    pub owner: &'a Owner,
+}
+
+/// A sandbox as its creation starts: the id comes later ([`Registry::sandbox_created`]).
+#[derive(Debug, Clone)]
+pub struct NewSandbox<'a> {
+    pub run_id: &'a str,
+    pub provider: &'a str,
+    /// The prefix of the names of the cgroups the host makes for the run's processes.
+    pub cgroup: &'a str,
+    pub workspace: &'a Path,
+    /// `sandbox.mounts` as JSON.
+    pub mounts: String,
+}
+
+/// One run and its sandbox, as listed.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRow {
+    pub run_id: String,
+    pub name: String,
+    pub folder: String,
+    /// [`Owner`] in its label form, kept as text so a row a newer agentgate wrote
+    /// still lists.
+    pub owner: String,
+    pub state: RunState,
+    pub status: Option<String>,
+    pub started_ms: u64,
+    pub heartbeat_ms: u64,
+    pub finished_ms: Option<u64>,
+    pub workspace: Option<String>,
+    pub temporary_workspace: bool,
+    pub sandbox: Option<SandboxRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxRow {
+    pub provider: String,
+    pub sandbox_id: Option<String>,
+    pub container_id: Option<String>,
+    pub cgroup: Option<String>,
+    pub workspace: String,
+    pub mounts: serde_json::Value,
+    pub created_ms: u64,
+    /// `creating`, `live`, `destroyed` or `reaped`.
+    pub state: String,
+}
+
+pub struct Registry {
+    path: PathBuf,
+    conn: Connection,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+impl Registry {
+    /// Opens (creating and migrating when needed) the registry of `home`.
+    pub fn open(home: &Path) -> Result<Registry, RegistryError> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(home)
+            .map_err(|source| RegistryError::Create {
+                path: home.to_path_buf(),
+                source,
+            })?;
+        let path = home.join("registry.db");
+        let sqlite = |source| RegistryError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let conn = Connection::open(&path).map_err(sqlite)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
+        // WAL lets readers and one writer work at once; NORMAL sync is durable across
+        // a crash of the process (not of the machine), which is what orphans come from.
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+            .map_err(sqlite)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            // A file system without shared memory (some network mounts) cannot do
+            // WAL; concurrent runs would then block each other for long.
+            return Err(RegistryError::NoWal {
+                path: path.clone(),
+                mode,
+            });
+        }
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sqlite)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(sqlite)?;
+        let mut registry = Registry { path, conn };
+        registry.migrate()?;
+        Ok(registry)
+    }
+
+    fn error(&self, source: rusqlite::Error) -> RegistryError {
+        RegistryError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn migrate(&mut self) -> Result<(), RegistryError> {
+        let known = MIGRATIONS.len() as u32;
+        let path = self.path.clone();
+        let sqlite = |source| RegistryError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sqlite)?;
+        let found: u32 = tx
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .map_err(sqlite)?;
+        if found > known {
+            return Err(RegistryError::TooNew {
+                path: path.clone(),
+                found,
+                known,
+            });
+        }
+        for migration in &MIGRATIONS[found as usize..] {
+            tx.execute_batch(migration).map_err(sqlite)?;
+        }
+        if found < known {
+            tx.pragma_update(None, "user_version", known)
+                .map_err(sqlite)?;
+        }
+        tx.commit().map_err(sqlite)
+    }
+
+    /// Records a run that starts now, owned by `run.owner`.
+    pub fn run_started(&self, run: &NewRun<'_>) -> Result<(), RegistryError> {
+        let now = now_ms();
+        self.conn
+            .execute(
+                "INSERT INTO runs (run_id, name, folder, owner, state, started_ms, heartbeat_ms)
+                 VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?5)",
+                params![
+                    run.run_id,
+                    run.name,
+                    run.folder.display().to_string(),
+                    run.owner.to_string(),
+                    now
+                ],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// The run's workspace on the host; `temporary` when the run removes it at cleanup.
+    pub fn workspace_prepared(
+        &self,
+        run_id: &str,
+        workspace: &Path,
+        temporary: bool,
+    ) -> Result<(), RegistryError> {
+        self.conn
+            .execute(
+                "UPDATE runs SET workspace = ?2, temporary_workspace = ?3 WHERE run_id = ?1",
+                params![run_id, workspace.display().to_string(), temporary],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// Records a sandbox before the provider is asked for it, so a crash during
+    /// creation still leaves a row that says where to look.
+    pub fn sandbox_creating(&self, sandbox: &NewSandbox<'_>) -> Result<(), RegistryError> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO sandboxes
+                 (run_id, provider, cgroup, workspace, mounts, created_ms, state)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'creating')",
+                params![
+                    sandbox.run_id,
+                    sandbox.provider,
+                    sandbox.cgroup,
+                    sandbox.workspace.display().to_string(),
+                    sandbox.mounts,
+                    now_ms()
+                ],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    pub fn sandbox_created(
+        &self,
+        run_id: &str,
+        sandbox_id: &str,
+        container_id: Option<&str>,
+    ) -> Result<(), RegistryError> {
+        self.conn
+            .execute(
+                "UPDATE sandboxes SET sandbox_id = ?2, container_id = ?3, state = 'live'
+                 WHERE run_id = ?1",
+                params![run_id, sandbox_id, container_id],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// The sandbox is gone: `destroyed` by its run, or `reaped` by gc.
+    pub fn sandbox_ended(&self, run_id: &str, state: &str) -> Result<(), RegistryError> {
+        self.conn
+            .execute(
+                "UPDATE sandboxes SET state = ?2 WHERE run_id = ?1",
+                params![run_id, state],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// The owner is still at work on the run.
+    pub fn heartbeat(&self, run_id: &str) -> Result<(), RegistryError> {
+        self.conn
+            .execute(
+                "UPDATE runs SET heartbeat_ms = ?2 WHERE run_id = ?1 AND state = 'running'",
+                params![run_id, now_ms()],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// The run ended: `finished` by its owner, or `crashed` as gc found it. Only a
+    /// `running` row changes, so gc never overwrites a run its owner finished.
+    pub fn run_ended(
+        &self,
+        run_id: &str,
+        state: RunState,
+        status: &str,
+    ) -> Result<bool, RegistryError> {
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE runs SET state = ?2, status = ?3, finished_ms = ?4
+                 WHERE run_id = ?1 AND state = 'running'",
+                params![run_id, state.as_str(), status, now_ms()],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(changed == 1)
+    }
+
+    /// Every run, newest first; only `running` ones unless `all`.
+    pub fn runs(&self, all: bool) -> Result<Vec<RunRow>, RegistryError> {
+        let sql = format!(
+            "SELECT r.run_id, r.name, r.folder, r.owner, r.state, r.status, r.started_ms,
+                    r.heartbeat_ms, r.finished_ms, r.workspace, r.temporary_workspace,
+                    s.provider, s.sandbox_id, s.container_id, s.cgroup, s.workspace, s.mounts,
+                    s.created_ms, s.state
+             FROM runs r LEFT JOIN sandboxes s ON s.run_id = r.run_id
+             {}
+             ORDER BY r.started_ms DESC, r.run_id DESC",
+            if all { "" } else { "WHERE r.state = 'running'" }
+        );
+        let mut statement = self.conn.prepare(&sql).map_err(|e| self.error(e))?;
+        let rows = statement
+            .query_map([], |row| {
+                let provider: Option<String> = row.get(11)?;
+                let sandbox = match provider {
+                    None => None,
+                    Some(provider) => Some(SandboxRow {
+                        provider,
+                        sandbox_id: row.get(12)?,
+                        container_id: row.get(13)?,
+                        cgroup: row.get(14)?,
+                        workspace: row.get(15)?,
+                        mounts: serde_json::from_str(&row.get::<_, String>(16)?)
+                            .unwrap_or(serde_json::Value::Null),
+                        created_ms: row.get(17)?,
+                        state: row.get(18)?,
+                    }),
+                };
+                Ok(RunRow {
+                    run_id: row.get(0)?,
+                    name: row.get(1)?,
+                    folder: row.get(2)?,
+                    owner: row.get(3)?,
+                    state: RunState::parse(&row.get::<_, String>(4)?),
+                    status: row.get(5)?,
+                    started_ms: row.get(6)?,
+                    heartbeat_ms: row.get(7)?,
+                    finished_ms: row.get(8)?,
+                    workspace: row.get(9)?,
+                    temporary_workspace: row.get(10)?,
+                    sandbox,
+                })
+            })
+            .map_err(|e| self.error(e))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.error(e))
+    }
+
+    /// Whether the registry knows `run_id`.
+    pub fn knows(&self, run_id: &str) -> Result<bool, RegistryError> {
+        self.conn
+            .query_row(
+                "SELECT 1 FROM runs WHERE run_id = ?1",
+                params![run_id],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|found| found.is_some())
+            .map_err(|e| self.error(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_is_recorded_heartbeats_and_ends_once() {
+        let home = tempfile::tempdir().unwrap();
+        let registry = Registry::open(home.path()).unwrap();
+        let owner = Owner::current().unwrap();
+        registry
+            .run_started(&NewRun {
+                run_id: "r1",
+                name: "task",
+                folder: Path::new("/tmp/r1"),
+                owner: &owner,
+            })
+            .unwrap();
+        registry
+            .sandbox_creating(&NewSandbox {
+                run_id: "r1",
+                provider: "docker",
+                cgroup: "r1-",
+                workspace: Path::new("/tmp/ws"),
+                mounts: "[]".into(),
+            })
+            .unwrap();
+        registry.sandbox_created("r1", "abc", Some("abc")).unwrap();
+        registry.heartbeat("r1").unwrap();
+        let runs = registry.runs(false).unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].owner, owner.to_string());
+        assert_eq!(runs[0].sandbox.as_ref().unwrap().state, "live");
+        assert!(registry
+            .run_ended("r1", RunState::Finished, "succeeded")
+            .unwrap());
+        // gc arriving late must not turn a finished run into a crashed one.
+        assert!(!registry
+            .run_ended("r1", RunState::Crashed, "crashed")
+            .unwrap());
+        assert!(registry.runs(false).unwrap().is_empty());
+        assert_eq!(registry.runs(true).unwrap()[0].state, RunState::Finished);
+        // Reopening keeps the schema and the rows.
+        drop(registry);
+        let registry = Registry::open(home.path()).unwrap();
+        assert!(registry.knows("r1").unwrap());
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused_with_advice() {
+        let home = tempfile::tempdir().unwrap();
+        drop(Registry::open(home.path()).unwrap());
+        let conn = Connection::open(home.path().join("registry.db")).unwrap();
+        conn.pragma_update(None, "user_version", 99).unwrap();
+        drop(conn);
+        let error = Registry::open(home.path()).err().unwrap().to_string();
+        assert!(error.contains("schema version 99"), "{error}");
+        assert!(error.contains("newer agentgate"), "{error}");
+    }
+}

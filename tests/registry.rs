@@ -1,0 +1,536 @@
+//! The sandbox registry and `agentgate gc`, against real `agentgate` processes that
+//! are killed with SIGKILL in the middle of a run.
+//!
+//! Each test has its own AGENTGATE_HOME. Agents are shell scripts run by the `command`
+//! driver; each sleeps with a unique argument so the test can find its processes by
+//! host pid. The docker test needs a running engine: under `CI=true` its absence is a
+//! failure, elsewhere the test says loudly that it was skipped.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use support::{
+    eventually, local_subprocess, processes_with_arg, shell_agent, stderr, task_spec, Home,
+};
+
+/// Starts `agentgate run` on `yaml` (written to its own file) without waiting.
+fn spawn(home: &Home, file: &str, yaml: &str) -> Child {
+    let path = home.dir.path().join(file);
+    std::fs::write(&path, yaml).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_agentgate"))
+        .args(["run", path.to_str().unwrap()])
+        .env("AGENTGATE_HOME", home.dir.path())
+        .env_remove("AGENTGATE_PLUGIN_PATH")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting agentgate")
+}
+
+/// `agentgate sandboxes --all --json`, by run id.
+fn tracked(home: &Home) -> Vec<serde_json::Value> {
+    let output = home.agentgate(&["sandboxes", "--all", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn state_of(home: &Home, run_id: &str) -> String {
+    tracked(home)
+        .iter()
+        .find(|row| row["runId"] == run_id)
+        .map(|row| row["state"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| panic!("run {run_id} is not tracked"))
+}
+
+/// How many of `home`'s runs the registry lists as running.
+fn running(home: &Home) -> usize {
+    tracked(home)
+        .iter()
+        .filter(|row| row["state"] == "running" && row["sandbox"]["state"] == "live")
+        .count()
+}
+
+/// The orphans a `gc --json` of `home` reaped, by run id. Other tests' objects found
+/// by label may be reaped too: they are not counted.
+fn gc_reaped(home: &Home) -> Vec<String> {
+    let output = home.agentgate(&["gc", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    report["orphans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["runId"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The run folders of `home`, by run id.
+fn run_folders(home: &Home) -> Vec<PathBuf> {
+    std::fs::read_dir(home.dir.path().join("runs"))
+        .map(|entries| entries.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default()
+}
+
+/// The cgroup directories process `pid` is in (one per v1 hierarchy, one in v2), as
+/// host paths under /sys/fs/cgroup.
+fn cgroup_dirs_of(pid: i32) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    let mut dirs = Vec::new();
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next(), parts.next(), parts.next());
+        let (Some(controllers), Some(path)) = (controllers, path) else {
+            continue;
+        };
+        if !path.contains("/agentgate/") {
+            continue;
+        }
+        let mount = if controllers.is_empty() {
+            "unified".to_string()
+        } else {
+            controllers.trim_start_matches("name=").to_string()
+        };
+        for base in [
+            format!("/sys/fs/cgroup/{mount}"),
+            "/sys/fs/cgroup".to_string(),
+        ] {
+            let dir = PathBuf::from(format!("{base}{path}"));
+            if dir.is_dir() {
+                dirs.push(dir);
+                break;
+            }
+        }
+    }
+    dirs
+}
+
+fn sigkill(child: &mut Child) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+}
+
+fn result_of(folder: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(folder.join("result.json"))
+        .unwrap_or_else(|e| panic!("{}: {e}", folder.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn gc_after_kill_9_reaps_the_subprocess_tree_its_cgroup_and_folders_and_marks_it_crashed() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let agent = shell_agent(
+        "setsid sleep 302.101 &\n\
+         (setsid sh -c 'sleep 302.102 & exit' &)\n\
+         touch started\n\
+         sleep 302.103",
+    );
+    let mut child = spawn(
+        &home,
+        "task.yaml",
+        &task_spec(
+            "crash",
+            "x",
+            &local_subprocess(workspace.path(), false, "10m", &agent),
+        ),
+    );
+    assert!(
+        eventually(60, || running(&home) == 1
+            && processes_with_arg("302.103").len() == 1
+            && processes_with_arg("302.102").len() == 1
+            && processes_with_arg("302.101").len() == 1),
+        "the agent never started"
+    );
+    let cgroups = cgroup_dirs_of(processes_with_arg("302.103")[0]);
+    assert!(!cgroups.is_empty(), "the agent is in no sandbox cgroup");
+    let folder = home.run_folder();
+    let run_id = folder.file_name().unwrap().to_str().unwrap().to_string();
+    assert_eq!(state_of(&home, &run_id), "running");
+    assert!(folder.join("sandbox").is_dir());
+
+    sigkill(&mut child);
+    // Nothing has cleaned up yet: the registry says the run lost its owner.
+    assert_eq!(state_of(&home, &run_id), "orphaned");
+    assert!(!folder.join("result.json").exists());
+
+    let dry = home.agentgate(&["gc", "--dry-run"]);
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    assert!(
+        String::from_utf8_lossy(&dry.stdout).contains(&format!("would reap run {run_id}")),
+        "{}",
+        String::from_utf8_lossy(&dry.stdout)
+    );
+    assert_eq!(state_of(&home, &run_id), "orphaned");
+
+    assert_eq!(gc_reaped(&home), std::slice::from_ref(&run_id));
+    for marker in ["302.101", "302.102", "302.103"] {
+        assert!(
+            eventually(5, || processes_with_arg(marker).is_empty()),
+            "sleep {marker} survived gc"
+        );
+    }
+    for dir in &cgroups {
+        assert!(!dir.exists(), "{} is left", dir.display());
+    }
+    assert!(
+        !folder.join("sandbox").exists(),
+        "the sandbox's HOME is left"
+    );
+    let result = result_of(&folder);
+    assert_eq!(result["status"], "crashed", "{result:#}");
+    assert_eq!(result["runId"], run_id.as_str());
+    assert!(
+        result["error"]
+            .as_str()
+            .unwrap()
+            .contains("died before the run ended"),
+        "{result:#}"
+    );
+    assert_eq!(state_of(&home, &run_id), "crashed");
+    // A second gc finds nothing more to do.
+    assert!(gc_reaped(&home).is_empty());
+}
+
+#[test]
+fn gc_beside_live_runs_leaves_them_alone_and_reaps_only_the_dead_one() {
+    let home = Home::new();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let waiting = |marker: &str| {
+        shell_agent(&format!(
+            "sleep {marker} &\nwhile [ ! -e stop ]; do sleep 0.05; done\necho done"
+        ))
+    };
+    let mut first = spawn(
+        &home,
+        "a.yaml",
+        &task_spec(
+            "live-a",
+            "x",
+            &local_subprocess(a.path(), false, "10m", &waiting("302.201")),
+        ),
+    );
+    let mut second = spawn(
+        &home,
+        "b.yaml",
+        &task_spec(
+            "live-b",
+            "x",
+            &local_subprocess(b.path(), false, "10m", &waiting("302.202")),
+        ),
+    );
+    assert!(eventually(60, || running(&home) == 2
+        && processes_with_arg("302.201").len() == 1
+        && processes_with_arg("302.202").len() == 1));
+
+    let output = home.agentgate(&["gc", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["live"].as_array().unwrap().len(), 2, "{report:#}");
+    assert!(
+        report["orphans"].as_array().unwrap().is_empty(),
+        "{report:#}"
+    );
+    assert_eq!(
+        processes_with_arg("302.201").len(),
+        1,
+        "gc killed a live run"
+    );
+    assert_eq!(
+        processes_with_arg("302.202").len(),
+        1,
+        "gc killed a live run"
+    );
+
+    // The first owner dies; gc reaps its run and still not the second.
+    sigkill(&mut first);
+    assert_eq!(gc_reaped(&home).len(), 1);
+    assert!(eventually(5, || processes_with_arg("302.201").is_empty()));
+    assert_eq!(
+        processes_with_arg("302.202").len(),
+        1,
+        "gc killed a live run"
+    );
+
+    std::fs::write(b.path().join("stop"), "").unwrap();
+    assert_eq!(second.wait().unwrap().code(), Some(0));
+    let mut statuses: Vec<String> = run_folders(&home)
+        .iter()
+        .map(|folder| result_of(folder)["status"].as_str().unwrap().to_string())
+        .collect();
+    statuses.sort();
+    assert_eq!(statuses, ["crashed", "succeeded"]);
+    let mut states: Vec<String> = tracked(&home)
+        .iter()
+        .map(|row| row["state"].as_str().unwrap().to_string())
+        .collect();
+    states.sort();
+    assert_eq!(states, ["crashed", "finished"]);
+}
+
+#[test]
+fn sixteen_parallel_runs_each_leave_one_intact_row() {
+    let home = Home::new();
+    let workspaces: Vec<tempfile::TempDir> =
+        (0..16).map(|_| tempfile::tempdir().unwrap()).collect();
+    let children: Vec<Child> = workspaces
+        .iter()
+        .enumerate()
+        .map(|(i, workspace)| {
+            let execution = format!(
+                "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: none\n{}",
+                workspace.path().display(),
+                shell_agent(&format!("echo run {i} > out.txt"))
+            );
+            spawn(
+                &home,
+                &format!("task{i}.yaml"),
+                &task_spec(&format!("parallel-{i}"), "x", &execution),
+            )
+        })
+        .collect();
+    for mut child in children {
+        assert_eq!(child.wait().unwrap().code(), Some(0));
+    }
+    let rows = tracked(&home);
+    assert_eq!(rows.len(), 16, "{rows:#?}");
+    let mut names: Vec<String> = rows
+        .iter()
+        .map(|row| {
+            assert_eq!(row["state"], "finished", "{row:#}");
+            assert_eq!(row["status"], "succeeded", "{row:#}");
+            assert_eq!(row["sandbox"]["provider"], "none", "{row:#}");
+            assert_eq!(row["sandbox"]["state"], "destroyed", "{row:#}");
+            let folder = PathBuf::from(row["folder"].as_str().unwrap());
+            assert_eq!(result_of(&folder)["runId"], row["runId"]);
+            row["name"].as_str().unwrap().to_string()
+        })
+        .collect();
+    names.sort();
+    let mut expected: Vec<String> = (0..16).map(|i| format!("parallel-{i}")).collect();
+    expected.sort();
+    assert_eq!(names, expected);
+    // The table lists them too, like `docker ps`.
+    let output = home.agentgate(&["sandboxes", "--all"]);
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.starts_with("RUN ID"), "{table}");
+    assert_eq!(table.lines().count(), 17, "{table}");
+}
+
+#[test]
+fn the_result_schema_is_printed_and_versioned() {
+    let home = Home::new();
+    let output = home.agentgate(&["schema", "--result"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let schema: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(schema["$id"].as_str().unwrap().ends_with("result-v1.json"));
+    let properties = &schema["properties"];
+    for field in [
+        "version",
+        "runId",
+        "status",
+        "durationMs",
+        "phases",
+        "modifiedFiles",
+        "sandbox",
+    ] {
+        assert!(
+            properties.get(field).is_some(),
+            "{field} missing: {schema:#}"
+        );
+    }
+    let text = output.stdout.iter().map(|&b| b as char).collect::<String>();
+    assert!(
+        text.contains("crashed"),
+        "the crashed status is not documented"
+    );
+}
+
+/// Whether the engine answers; the image is the one `tests/docker.rs` builds.
+fn docker_ready() -> bool {
+    let info = Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .output();
+    let why = match info {
+        Ok(out) if out.status.success() => return true,
+        Ok(out) => format!("`docker info` failed: {}", stderr(&out)),
+        Err(e) => format!("cannot run `docker`: {e}"),
+    };
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("CI=true and the Docker engine is not usable: {why}");
+    }
+    eprintln!(
+        "\n!!!!! SKIPPED: this test needs a running Docker engine ({why}); start dockerd and rerun !!!!!\n"
+    );
+    false
+}
+
+#[test]
+fn gc_after_kill_9_removes_the_docker_container() {
+    if !docker_ready() {
+        return;
+    }
+    support::docker_test_image().unwrap();
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: docker\n  image: {}\n{}",
+        workspace.path().display(),
+        support::DOCKER_TEST_IMAGE,
+        shell_agent("sleep 3021")
+    );
+    let mut child = spawn(
+        &home,
+        "task.yaml",
+        &task_spec("crash-docker", "x", &execution),
+    );
+    assert!(
+        eventually(60, || running(&home) == 1
+            && !processes_with_arg("3021").is_empty()),
+        "the agent never started"
+    );
+    let folder = home.run_folder();
+    let run_id = folder.file_name().unwrap().to_str().unwrap().to_string();
+    let containers = || {
+        let out = Command::new("docker")
+            .args(["ps", "-a", "-q", "--filter"])
+            .arg(format!("label=io.agentgate.run-id={run_id}"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert!(!containers().is_empty());
+    sigkill(&mut child);
+    assert!(!containers().is_empty(), "the container went with its host");
+
+    assert_eq!(gc_reaped(&home), std::slice::from_ref(&run_id));
+    assert!(containers().is_empty(), "gc left the container");
+    assert!(eventually(10, || processes_with_arg("3021").is_empty()));
+    assert!(!folder.join("sandbox").exists());
+    assert_eq!(result_of(&folder)["status"], "crashed");
+    assert_eq!(state_of(&home, &run_id), "crashed");
+}
+
+/// Runs `git` in `dir` with a fixed identity; panics with its stderr on failure.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn git_change_sets_are_exact_and_the_patch_applies_to_a_clone() {
+    let origin = tempfile::tempdir().unwrap();
+    let o = origin.path();
+    git(o, &["init", "-q", "-b", "main"]);
+    let lines: String = (0..40)
+        .map(|i| format!("line {i} of a file that moves\n"))
+        .collect();
+    std::fs::write(o.join("moves.txt"), &lines).unwrap();
+    std::fs::write(o.join("edit.txt"), "old\n").unwrap();
+    std::fs::write(o.join("gone.txt"), "bye\n").unwrap();
+    std::fs::write(o.join("same.txt"), "unchanged\n").unwrap();
+    std::fs::write(o.join(".gitignore"), "build/\n").unwrap();
+    std::fs::create_dir(o.join("build")).unwrap();
+    git(o, &["add", "-A"]);
+    git(o, &["commit", "-q", "-m", "base"]);
+
+    let clones = tempfile::tempdir().unwrap();
+    let workspace = clones.path().join("workspace");
+    git(
+        clones.path(),
+        &["clone", "-q", o.to_str().unwrap(), "workspace"],
+    );
+    std::fs::create_dir(workspace.join("build")).unwrap();
+    std::fs::write(workspace.join("build/kept.o"), "object").unwrap();
+    std::fs::write(workspace.join("build/stale.o"), "object").unwrap();
+
+    let agent = shell_agent(
+        "printf 'new\\n' > edit.txt\n\
+         rm gone.txt\n\
+         mv moves.txt moved.txt\n\
+         printf 'hello\\n' > added.txt\n\
+         printf 'bin\\000ary\\001' > blob.bin\n\
+         printf 'touched' > same.txt && printf 'unchanged\\n' > same.txt\n\
+         printf 'rebuilt' > build/kept.o\n\
+         rm build/stale.o\n\
+         printf 'fresh' > build/new.o",
+    );
+    let home = Home::new();
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: none\n{agent}",
+        workspace.display()
+    );
+    let output = home.run_spec(&task_spec("git-changes", "x", &execution));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let result = home.result();
+    assert_eq!(result["changesFrom"], "git", "{result:#}");
+    let summary = |list: &serde_json::Value| -> Vec<String> {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {}{}{}",
+                    c["change"].as_str().unwrap(),
+                    c["path"].as_str().unwrap(),
+                    c["from"]
+                        .as_str()
+                        .map_or(String::new(), |f| format!(" from {f}")),
+                    if c["binary"] == true { " binary" } else { "" }
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        summary(&result["modifiedFiles"]),
+        [
+            "added added.txt",
+            "added blob.bin binary",
+            "modified edit.txt",
+            "deleted gone.txt",
+            "renamed moved.txt from moves.txt",
+        ],
+        "{result:#}"
+    );
+    assert_eq!(
+        summary(&result["ignoredFiles"]),
+        [
+            "modified build/kept.o",
+            "added build/new.o",
+            "deleted build/stale.o"
+        ],
+        "{result:#}"
+    );
+
+    // The patch takes a fresh clone of the same commit to the workspace's state.
+    let patch = home.run_folder().join("changes.patch");
+    let fresh = clones.path().join("fresh");
+    git(
+        clones.path(),
+        &["clone", "-q", o.to_str().unwrap(), "fresh"],
+    );
+    git(&fresh, &["apply", "--check", patch.to_str().unwrap()]);
+    git(&fresh, &["apply", patch.to_str().unwrap()]);
+    let diff = Command::new("diff")
+        .args(["-r", "--exclude=.git", "--exclude=build"])
+        .arg(&workspace)
+        .arg(&fresh)
+        .output()
+        .unwrap();
+    assert!(
+        diff.status.success(),
+        "the patched clone differs: {}",
+        String::from_utf8_lossy(&diff.stdout)
+    );
+}
