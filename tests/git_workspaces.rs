@@ -5,9 +5,9 @@
 //! TLS), and `git daemon` for anonymous clones. Each run is the real `agentgate`
 //! binary with the built-in `workspace-git` plugin and the host's libgit2 capability.
 
-mod support;
 #[path = "support/git_server.rs"]
 mod git_server;
+mod support;
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -20,7 +20,13 @@ const TOKEN: &str = "tok-9f3c2e51-never-written";
 
 /// Runs `agentgate run` on a `git` workspace (`settings` indented under
 /// `workspace:`), with `sandbox` and `agent`, and `env` set on the host.
-fn run_git(home: &Home, settings: &str, sandbox: &str, agent: &str, env: &[(&str, &str)]) -> Output {
+fn run_git(
+    home: &Home,
+    settings: &str,
+    sandbox: &str,
+    agent: &str,
+    env: &[(&str, &str)],
+) -> Output {
     let execution = format!(
         "workspace:\n  source: git\n{}sandbox:\n  provider: {sandbox}\n{agent}",
         support::indent(settings, 2)
@@ -95,10 +101,18 @@ fn branches_tags_and_shas_are_told_apart_over_git_daemon() {
             None => format!("url: {url}\n"),
         };
         let output = clone_with(&home, &settings);
-        assert!(output.status.success(), "{reference:?}: {}", stderr(&output));
+        assert!(
+            output.status.success(),
+            "{reference:?}: {}",
+            stderr(&output)
+        );
         assert_eq!(&workspace_commit(&home), commit, "{reference:?}");
         let clone = home.run_folder().join("workspace");
-        assert_eq!(&git(&clone, &["rev-parse", "HEAD"]), commit, "{reference:?}");
+        assert_eq!(
+            &git(&clone, &["rev-parse", "HEAD"]),
+            commit,
+            "{reference:?}"
+        );
         let head = git(&clone, &["rev-parse", "--abbrev-ref", "HEAD"]);
         assert_eq!(head, branch.unwrap_or("HEAD"), "{reference:?}");
         // The clone is the run's: kept, its origin the URL as given.
@@ -131,19 +145,34 @@ fn a_token_clone_is_shallow_and_leaves_the_token_nowhere() {
     assert!(!server.auth_seen.lock().unwrap().is_empty());
     let clone = home.run_folder().join("workspace");
     assert_eq!(git(&clone, &["rev-list", "--count", "HEAD"]), "1");
-    assert_eq!(std::fs::read_to_string(clone.join("README.md")).unwrap(), "third\n");
+    assert_eq!(
+        std::fs::read_to_string(clone.join("README.md")).unwrap(),
+        "third\n"
+    );
     // Not in .git/config, the clone, the run folder (logs, events, result) or the home.
     let config = std::fs::read_to_string(clone.join(".git/config")).unwrap();
-    assert!(!config.contains(TOKEN) && !config.contains("x-access-token"), "{config}");
-    assert_eq!(files_containing(home.dir.path(), TOKEN), Vec::<String>::new());
-    let out = format!("{}{}", String::from_utf8_lossy(&output.stdout), stderr(&output));
+    assert!(
+        !config.contains(TOKEN) && !config.contains("x-access-token"),
+        "{config}"
+    );
+    assert_eq!(
+        files_containing(home.dir.path(), TOKEN),
+        Vec::<String>::new()
+    );
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        stderr(&output)
+    );
     assert!(!out.contains(TOKEN), "{out}");
     // Clone progress reached the events as the plugin's progress.
     let events = home.log("events.ndjson");
     assert!(
-        events.lines().any(|l| l.contains("\"source\":\"workspace-git\"")
-            && l.contains("\"phase\":\"clone\"")
-            && l.contains("receiving objects")),
+        events
+            .lines()
+            .any(|l| l.contains("\"source\":\"workspace-git\"")
+                && l.contains("\"phase\":\"clone\"")
+                && l.contains("receiving objects")),
         "{events}"
     );
 }
@@ -169,7 +198,10 @@ fn credentials_from_a_host_variable() {
     );
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(workspace_commit(&home), repo.commits[0]);
-    assert_eq!(files_containing(home.dir.path(), TOKEN), Vec::<String>::new());
+    assert_eq!(
+        files_containing(home.dir.path(), TOKEN),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
@@ -188,37 +220,67 @@ fn auth_ref_and_network_failures_say_what_to_fix() {
     let err = stderr(&output);
     assert!(!output.status.success());
     assert!(
-        err.contains(&url) && err.contains("refused the credentials") && err.contains("workspace.credentials"),
+        err.contains(&url)
+            && err.contains("refused the credentials")
+            && err.contains("workspace.credentials"),
         "{err}"
     );
     assert!(!err.contains("wrong-token-123"), "{err}");
 
     let output = clone_with(&Home::new(), &format!("url: {url}\n"));
     let err = stderr(&output);
-    assert!(err.contains(&url) && err.contains("none were given"), "{err}");
+    assert!(
+        err.contains(&url) && err.contains("none were given"),
+        "{err}"
+    );
 
-    let output = clone_with(&Home::new(), &format!("{}ref: no-such-branch\n", token(TOKEN)));
+    let output = clone_with(
+        &Home::new(),
+        &format!("{}ref: no-such-branch\n", token(TOKEN)),
+    );
     let err = stderr(&output);
     assert!(
         err.contains("\"no-such-branch\"") && err.contains("workspace.ref") && err.contains("main"),
         "{err}"
     );
 
-    let output = clone_with(&Home::new(), &token(TOKEN).replace("private.git", "missing.git"));
+    let output = clone_with(
+        &Home::new(),
+        &token(TOKEN).replace("private.git", "missing.git"),
+    );
     let err = stderr(&output);
-    assert!(err.contains("missing.git") && err.contains("not found"), "{err}");
+    assert!(
+        err.contains("missing.git") && err.contains("not found"),
+        "{err}"
+    );
 
     // A port nothing listens on.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let dead = format!("http://127.0.0.1:{closed}/x.git");
     let output = clone_with(&Home::new(), &format!("url: {dead}\n"));
     let err = stderr(&output);
-    assert!(err.contains(&dead) && err.contains("cannot be reached"), "{err}");
+    assert!(
+        err.contains(&dead) && err.contains("cannot be reached"),
+        "{err}"
+    );
 
     // A secret in the URL is refused before anything is written.
-    let output = clone_with(&Home::new(), &format!("url: http://u:{TOKEN}@127.0.0.1:{}/private.git\n", server.port));
+    let output = clone_with(
+        &Home::new(),
+        &format!(
+            "url: http://u:{TOKEN}@127.0.0.1:{}/private.git\n",
+            server.port
+        ),
+    );
     let err = stderr(&output);
-    assert!(err.contains("workspace.credentials") && !err.contains(TOKEN), "{err}");
+    assert!(
+        err.contains("workspace.credentials") && !err.contains(TOKEN),
+        "{err}"
+    );
 }
 
 #[test]
@@ -228,12 +290,19 @@ fn a_commit_no_ref_names_is_fetched_directly_when_the_server_allows_it() {
     }
     let root = tempfile::tempdir().unwrap();
     let repo = make_repo(root.path(), "app");
-    git(&repo.bare, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
+    git(
+        &repo.bare,
+        &["config", "uploadpack.allowAnySHA1InWant", "true"],
+    );
     let server = HttpGit::start(root.path(), None);
     let home = Home::new();
     let output = clone_with(
         &home,
-        &format!("url: {}\nref: {}\ndepth: 1\n", server.url("app"), repo.commits[1]),
+        &format!(
+            "url: {}\nref: {}\ndepth: 1\n",
+            server.url("app"),
+            repo.commits[1]
+        ),
     );
     assert!(output.status.success(), "{}", stderr(&output));
     let clone = home.run_folder().join("workspace");
@@ -269,7 +338,12 @@ fn an_agent_edit_in_a_subprocess_sandbox_shows_in_modified_files() {
     };
     assert_eq!(change("README.md")["change"], "modified", "{files:?}");
     assert_eq!(change("added.txt")["change"], "added", "{files:?}");
-    assert!(!files.iter().any(|f| f["path"].as_str().unwrap().starts_with(".git/")), "{files:?}");
+    assert!(
+        !files
+            .iter()
+            .any(|f| f["path"].as_str().unwrap().starts_with(".git/")),
+        "{files:?}"
+    );
 }
 
 /// The capability's status, diff, commit and push, called as the host library
@@ -285,30 +359,60 @@ fn status_diff_commit_and_push() {
     let repo = make_repo(root.path(), "app");
     let server = HttpGit::start(root.path(), Some(TOKEN));
     let work = root.path().join("checkout");
-    git(root.path(), &["clone", "-q", repo.bare.to_str().unwrap(), work.to_str().unwrap()]);
+    git(
+        root.path(),
+        &[
+            "clone",
+            "-q",
+            repo.bare.to_str().unwrap(),
+            work.to_str().unwrap(),
+        ],
+    );
     std::fs::write(work.join("README.md"), "edited\n").unwrap();
     std::fs::write(work.join("new.txt"), "new\n").unwrap();
     std::fs::remove_file(work.join("file0.txt")).unwrap();
 
     let changes = git::status(&work).unwrap();
-    let kinds: Vec<(&str, ChangeKind)> = changes.iter().map(|c| (c.path.as_str(), c.kind)).collect();
+    let kinds: Vec<(&str, ChangeKind)> =
+        changes.iter().map(|c| (c.path.as_str(), c.kind)).collect();
     assert_eq!(
         kinds,
-        [("README.md", ChangeKind::Modified), ("file0.txt", ChangeKind::Deleted), ("new.txt", ChangeKind::Added)]
+        [
+            ("README.md", ChangeKind::Modified),
+            ("file0.txt", ChangeKind::Deleted),
+            ("new.txt", ChangeKind::Added)
+        ]
     );
     let patch = git::diff(&work, None).unwrap();
-    assert!(patch.contains("-third\n+edited\n") && patch.contains("+new\n"), "{patch}");
+    assert!(
+        patch.contains("-third\n+edited\n") && patch.contains("+new\n"),
+        "{patch}"
+    );
 
     git::checkout_new_branch(&work, "agent/change").unwrap();
     let sha = git::commit_all(&work, "agent change", "Agent", "agent@example.com").unwrap();
     assert!(git::status(&work).unwrap().is_empty());
-    assert_eq!(git::head(&work).unwrap().branch.as_deref(), Some("agent/change"));
+    assert_eq!(
+        git::head(&work).unwrap().branch.as_deref(),
+        Some("agent/change")
+    );
 
     let wrong = Secret::resolve(&Credentials::Token("nope".into())).unwrap();
     let err = git::push(&work, &server.url("app"), "refs/heads/agent/change", &wrong).unwrap_err();
     assert!(err.to_string().contains("refused the credentials"), "{err}");
     let secret = Secret::resolve(&Credentials::Token(TOKEN.into())).unwrap();
-    git::push(&work, &server.url("app"), "refs/heads/agent/change", &secret).unwrap();
-    assert_eq!(git(&repo.bare, &["rev-parse", "refs/heads/agent/change"]), sha);
-    assert!(!std::fs::read_to_string(work.join(".git/config")).unwrap().contains(TOKEN));
+    git::push(
+        &work,
+        &server.url("app"),
+        "refs/heads/agent/change",
+        &secret,
+    )
+    .unwrap();
+    assert_eq!(
+        git(&repo.bare, &["rev-parse", "refs/heads/agent/change"]),
+        sha
+    );
+    assert!(!std::fs::read_to_string(work.join(".git/config"))
+        .unwrap()
+        .contains(TOKEN));
 }

@@ -93,7 +93,13 @@ pub fn make_repo(root: &Path, name: &str) -> Repo {
     let bare = root.join(format!("{name}.git"));
     git(
         root,
-        &["clone", "-q", "--bare", work.to_str().unwrap(), bare.to_str().unwrap()],
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            work.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
     );
     // Lets `git http-backend` serve it without `git-daemon-export-ok`.
     git(&bare, &["config", "http.receivepack", "true"]);
@@ -167,7 +173,12 @@ fn authorized(request: &tiny_http::Request, token: &str, seen: &Mutex<Vec<String
         .is_some_and(|(_, password)| password == token)
 }
 
-fn serve(mut request: tiny_http::Request, root: &Path, token: Option<&str>, seen: &Mutex<Vec<String>>) {
+fn serve(
+    mut request: tiny_http::Request,
+    root: &Path,
+    token: Option<&str>,
+    seen: &Mutex<Vec<String>>,
+) {
     if let Some(token) = token {
         if !authorized(&request, token, seen) {
             let response = tiny_http::Response::from_string("authentication required\n")
@@ -239,7 +250,13 @@ fn serve(mut request: tiny_http::Request, root: &Path, token: Option<&str>, seen
             continue;
         };
         if name.eq_ignore_ascii_case("Status") {
-            status = value.trim().split(' ').next().unwrap().parse().unwrap_or(500);
+            status = value
+                .trim()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap_or(500);
         } else if let Ok(h) = tiny_http::Header::from_bytes(name.trim(), value.trim()) {
             headers.push(h);
         }
@@ -286,7 +303,10 @@ impl Daemon {
             .expect("starting git daemon");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(std::time::Instant::now() < deadline, "git daemon did not start");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "git daemon did not start"
+            );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         Daemon { port, child }

@@ -105,7 +105,10 @@ impl GithubApi {
     pub fn force_next(&self, status: u16, headers: &[(&str, &str)], body: Value) {
         self.state.lock().unwrap().forced = Some((
             status,
-            headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             body,
         ));
     }
@@ -125,7 +128,11 @@ impl GithubApi {
 
     fn repo_json(&self, repo: &Repo) -> Value {
         let full = format!("{}/{}", repo.owner, repo.name);
-        let kind = if repo.owner == ORG { "Organization" } else { "User" };
+        let kind = if repo.owner == ORG {
+            "Organization"
+        } else {
+            "User"
+        };
         json!({
             "id": 1296269,
             "node_id": "MDEwOlJlcG9zaXRvcnkxMjk2MjY5",
@@ -156,32 +163,51 @@ impl GithubApi {
             .map(|h| h.value.as_str().to_string());
         let (status, headers, reply) = {
             let mut state = self.state.lock().unwrap();
-            state.requests.push((format!("{method} {path}"), body.clone()));
+            state
+                .requests
+                .push((format!("{method} {path}"), body.clone()));
             match state.forced.take() {
                 Some(forced) => forced,
                 None => {
-                    let (status, reply) = self.route(&mut state, &method, &path, &body, auth.as_deref());
+                    let (status, reply) =
+                        self.route(&mut state, &method, &path, &body, auth.as_deref());
                     (status, vec![], reply)
                 }
             }
         };
         let mut response = tiny_http::Response::from_string(reply.to_string())
             .with_status_code(status)
-            .with_header("Content-Type: application/json; charset=utf-8".parse::<tiny_http::Header>().unwrap());
+            .with_header(
+                "Content-Type: application/json; charset=utf-8"
+                    .parse::<tiny_http::Header>()
+                    .unwrap(),
+            );
         for (name, value) in headers {
             response.add_header(tiny_http::Header::from_bytes(name, value).unwrap());
         }
         let _ = request.respond(response);
     }
 
-    fn route(&self, state: &mut State, method: &str, path: &str, body: &Value, auth: Option<&str>) -> (u16, Value) {
+    fn route(
+        &self,
+        state: &mut State,
+        method: &str,
+        path: &str,
+        body: &Value,
+        auth: Option<&str>,
+    ) -> (u16, Value) {
         let error = |status: u16, message: &str| {
-            (status, json!({"message": message, "documentation_url": "https://docs.github.com/rest"}))
+            (
+                status,
+                json!({"message": message, "documentation_url": "https://docs.github.com/rest"}),
+            )
         };
         let authed = match auth {
             None => false,
             Some(value) => {
-                let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("token "));
+                let token = value
+                    .strip_prefix("Bearer ")
+                    .or_else(|| value.strip_prefix("token "));
                 if token != Some(self.token.as_str()) {
                     return error(401, "Bad credentials");
                 }
@@ -207,7 +233,10 @@ impl GithubApi {
                         repo.not_ready_polls -= 1;
                         error(404, "Branch not found")
                     }
-                    Some(_) => (200, json!({"name": branch, "commit": {"sha": git(&self.bare(owner, name), &["rev-parse", branch])}})),
+                    Some(_) => (
+                        200,
+                        json!({"name": branch, "commit": {"sha": git(&self.bare(owner, name), &["rev-parse", branch])}}),
+                    ),
                     None => error(404, "Not Found"),
                 }
             }
@@ -220,8 +249,25 @@ impl GithubApi {
                 let key = format!("{into}/{name}");
                 if !state.repos.contains_key(&key) {
                     std::fs::create_dir_all(self.root.join(&into)).unwrap();
-                    git(&self.root, &["clone", "-q", "--bare", self.bare(owner, name).to_str().unwrap(), self.bare(&into, name).to_str().unwrap()]);
-                    state.repos.insert(key.clone(), Repo { owner: into, fork: true, not_ready_polls: 2, ..source });
+                    git(
+                        &self.root,
+                        &[
+                            "clone",
+                            "-q",
+                            "--bare",
+                            self.bare(owner, name).to_str().unwrap(),
+                            self.bare(&into, name).to_str().unwrap(),
+                        ],
+                    );
+                    state.repos.insert(
+                        key.clone(),
+                        Repo {
+                            owner: into,
+                            fork: true,
+                            not_ready_polls: 2,
+                            ..source
+                        },
+                    );
                 }
                 (202, self.repo_json(&state.repos[&key]))
             }
@@ -239,7 +285,15 @@ impl GithubApi {
                 }
                 // A fresh history with the template's files, as GitHub makes it.
                 let work = self.root.join(format!("gen-{new_owner}-{new_name}"));
-                git(&self.root, &["clone", "-q", self.bare(owner, name).to_str().unwrap(), work.to_str().unwrap()]);
+                git(
+                    &self.root,
+                    &[
+                        "clone",
+                        "-q",
+                        self.bare(owner, name).to_str().unwrap(),
+                        work.to_str().unwrap(),
+                    ],
+                );
                 std::fs::remove_dir_all(work.join(".git")).unwrap();
                 self.publish(&work, &new_owner, &new_name, "Initial commit");
                 let repo = Repo {
@@ -251,7 +305,9 @@ impl GithubApi {
                     not_ready_polls: 1,
                 };
                 let reply = self.repo_json(&repo);
-                state.repos.insert(format!("{}/{}", repo.owner, repo.name), repo);
+                state
+                    .repos
+                    .insert(format!("{}/{}", repo.owner, repo.name), repo);
                 (201, reply)
             }
             _ => error(404, "Not Found"),
@@ -298,7 +354,16 @@ impl GithubApi {
         git(work, &["add", "-A"]);
         git(work, &["commit", "-q", "-m", message]);
         std::fs::create_dir_all(self.root.join(owner)).unwrap();
-        git(&self.root, &["clone", "-q", "--bare", work.to_str().unwrap(), self.bare(owner, name).to_str().unwrap()]);
+        git(
+            &self.root,
+            &[
+                "clone",
+                "-q",
+                "--bare",
+                work.to_str().unwrap(),
+                self.bare(owner, name).to_str().unwrap(),
+            ],
+        );
     }
 }
 

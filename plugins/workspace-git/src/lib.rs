@@ -45,10 +45,16 @@ enum CredentialsSection {
 fn plan(section_json: &str, scratch_dir: &str) -> Result<CloneRequest, Error> {
     let section: GitSection = options::parse("", section_json)?;
     if section.url.trim().is_empty() {
-        return Err(error::invalid_spec("url", "is empty; give the repository's clone URL"));
+        return Err(error::invalid_spec(
+            "url",
+            "is empty; give the repository's clone URL",
+        ));
     }
     if section.depth == Some(0) {
-        return Err(error::invalid_spec("depth", "must be at least 1; leave it out for the whole history"));
+        return Err(error::invalid_spec(
+            "depth",
+            "must be at least 1; leave it out for the whole history",
+        ));
     }
     let credentials = match section.credentials {
         None => Credentials::None,
@@ -153,8 +159,7 @@ mod tests {
     #[test]
     fn credentials_of_each_kind() {
         let creds = |c: &str| {
-            plan(&format!(r#"{{"url":"u","credentials":{c}}}"#), "/s")
-                .map(|r| r.credentials)
+            plan(&format!(r#"{{"url":"u","credentials":{c}}}"#), "/s").map(|r| r.credentials)
         };
         assert_eq!(
             creds(r#"{"type":"ssh","keyPath":"~/.ssh/id"}"#).unwrap(),
@@ -164,13 +169,19 @@ mod tests {
             creds(r#"{"type":"env","envVar":"GIT_TOKEN"}"#).unwrap(),
             Credentials::Env("GIT_TOKEN".into())
         );
-        assert_eq!(field(creds(r#"{"type":"token","token":""}"#).unwrap_err()), "credentials.token");
+        assert_eq!(
+            field(creds(r#"{"type":"token","token":""}"#).unwrap_err()),
+            "credentials.token"
+        );
         assert!(creds(r#"{"type":"password"}"#).is_err());
     }
 
     #[test]
     fn bad_sections_name_their_field() {
         assert_eq!(field(plan(r#"{"url":" "}"#, "/s").unwrap_err()), "url");
-        assert_eq!(field(plan(r#"{"url":"u","depth":0}"#, "/s").unwrap_err()), "depth");
+        assert_eq!(
+            field(plan(r#"{"url":"u","depth":0}"#, "/s").unwrap_err()),
+            "depth"
+        );
     }
 }

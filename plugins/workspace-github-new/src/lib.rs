@@ -40,7 +40,10 @@ fn plan(section_json: &str) -> Result<(NewRepository, Option<(String, String)>),
     if section.repo_name.is_empty() || section.repo_name.contains('/') {
         return Err(error::invalid_spec(
             "repoName",
-            format!("{:?} is not a repository name (no `/`, not empty)", section.repo_name),
+            format!(
+                "{:?} is not a repository name (no `/`, not empty)",
+                section.repo_name
+            ),
         ));
     }
     let template = match &section.template {
@@ -77,7 +80,8 @@ impl Guest for GithubNew {
             version: env!("CARGO_PKG_VERSION").into(),
             kind: PluginKind::WorkspaceSource,
             serves: vec!["github-new".into()],
-            summary: "A new GitHub repository (`owner`, `repoName`, `private`, `template`), cloned".into(),
+            summary: "A new GitHub repository (`owner`, `repoName`, `private`, `template`), cloned"
+                .into(),
             options_schema: None,
         }
     }
@@ -131,11 +135,13 @@ mod tests {
     #[test]
     fn private_by_default_and_template_split() {
         let (new, template) =
-            plan(r#"{"source":"github-new","repoName":"p","template":"acme/tpl","options":{}}"#).unwrap();
+            plan(r#"{"source":"github-new","repoName":"p","template":"acme/tpl","options":{}}"#)
+                .unwrap();
         assert!(new.private);
         assert_eq!(new.owner, None);
         assert_eq!(template, Some(("acme".into(), "tpl".into())));
-        let (new, _) = plan(r#"{"owner":"acme","repoName":"p","private":false,"description":"d"}"#).unwrap();
+        let (new, _) =
+            plan(r#"{"owner":"acme","repoName":"p","private":false,"description":"d"}"#).unwrap();
         assert_eq!(new.owner.as_deref(), Some("acme"));
         assert!(!new.private);
         assert_eq!(new.description.as_deref(), Some("d"));

@@ -132,7 +132,9 @@ mod tests {
 
     #[test]
     fn clones_with_the_hosts_token_and_says_what_it_forked() {
-        let section = parse(r#"{"source":"github","owner":"acme","repo":"api","fork":true,"options":{}}"#).unwrap();
+        let section =
+            parse(r#"{"source":"github","owner":"acme","repo":"api","fork":true,"options":{}}"#)
+                .unwrap();
         let req = clone_request(&repo(), section.reference.clone(), "/runs/r/workspace/");
         assert_eq!(req.credentials, Credentials::GithubToken);
         assert_eq!(req.dest, "/runs/r/workspace");
@@ -146,7 +148,10 @@ mod tests {
     #[test]
     fn names_are_checked() {
         let err = parse(r#"{"owner":"a/b","repo":"r"}"#).unwrap_err();
-        assert!(matches!(err, Error::InvalidSpec(ref e) if e.path == "owner"), "{err:?}");
+        assert!(
+            matches!(err, Error::InvalidSpec(ref e) if e.path == "owner"),
+            "{err:?}"
+        );
         assert!(parse(r#"{"owner":"a","repo":"r","token":"x"}"#).is_err());
     }
 }

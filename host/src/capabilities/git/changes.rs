@@ -32,8 +32,10 @@ fn tree_diff<'r>(
     let mut diff = repo
         .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut options))
         .map_err(|e| GitError::repo(path, e))?;
-    diff.find_similar(Some(DiffFindOptions::new().renames(true).for_untracked(true)))
-        .map_err(|e| GitError::repo(path, e))?;
+    diff.find_similar(Some(
+        DiffFindOptions::new().renames(true).for_untracked(true),
+    ))
+    .map_err(|e| GitError::repo(path, e))?;
     Ok(diff)
 }
 

@@ -119,8 +119,7 @@ pub fn clone(
     let commit_id = match &target {
         Target::Branch(branch) => {
             let local = format!("refs/remotes/origin/{branch}");
-            fetch(&[&format!("+refs/heads/{branch}:{local}")], spec.depth)
-                .map_err(net)?;
+            fetch(&[&format!("+refs/heads/{branch}:{local}")], spec.depth).map_err(net)?;
             peel(&repo, &local)?
         }
         Target::Tag(tag) => {
@@ -139,7 +138,10 @@ pub fn clone(
                     ));
                 }
                 fetch(
-                    &["+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"],
+                    &[
+                        "+refs/heads/*:refs/remotes/origin/*",
+                        "+refs/tags/*:refs/tags/*",
+                    ],
                     None,
                 )
                 .map_err(net)?;
@@ -289,9 +291,15 @@ mod tests {
     use super::*;
 
     fn refs() -> Vec<String> {
-        ["HEAD", "refs/heads/main", "refs/heads/v2", "refs/tags/v1.0", "refs/tags/v1.0^{}"]
-            .map(String::from)
-            .to_vec()
+        [
+            "HEAD",
+            "refs/heads/main",
+            "refs/heads/v2",
+            "refs/tags/v1.0",
+            "refs/tags/v1.0^{}",
+        ]
+        .map(String::from)
+        .to_vec()
     }
 
     #[test]
@@ -302,7 +310,12 @@ mod tests {
         assert_eq!(r(Some("refs/heads/main")), Target::Branch("main".into()));
         assert_eq!(r(Some("v1.0")), Target::Tag("v1.0".into()));
         assert_eq!(r(Some("ABC123")), Target::Commit("abc123".into()));
-        let err = resolve("u", Some("nope"), &refs(), None).unwrap_err().to_string();
-        assert!(err.contains("\"nope\"") && err.contains("main, v2, v1.0)"), "{err}");
+        let err = resolve("u", Some("nope"), &refs(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("\"nope\"") && err.contains("main, v2, v1.0)"),
+            "{err}"
+        );
     }
 }

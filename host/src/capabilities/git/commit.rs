@@ -22,7 +22,9 @@ pub fn commit_all(path: &Path, message: &str, name: &str, email: &str) -> Result
         .map_err(err)?;
     index.update_all(["*"], None).map_err(err)?;
     index.write().map_err(err)?;
-    let tree = repo.find_tree(index.write_tree().map_err(err)?).map_err(err)?;
+    let tree = repo
+        .find_tree(index.write_tree().map_err(err)?)
+        .map_err(err)?;
     let author = Signature::now(name, email).map_err(err)?;
     let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
     let parents: Vec<&git2::Commit> = parent.iter().collect();

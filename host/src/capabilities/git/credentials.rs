@@ -39,9 +39,8 @@ impl Secret {
             Credentials::None => Secret::None,
             Credentials::Token(token) => Secret::token(token),
             Credentials::Env(name) => {
-                let value = std::env::var(name).map_err(|_| GitError::MissingEnv {
-                    name: name.clone(),
-                })?;
+                let value =
+                    std::env::var(name).map_err(|_| GitError::MissingEnv { name: name.clone() })?;
                 match value.split_once(':') {
                     Some((user, password)) => Secret::UserPass {
                         user: user.to_string(),
@@ -50,7 +49,8 @@ impl Secret {
                     None => Secret::token(&value),
                 }
             }
-            Credentials::GithubToken => match std::env::var(crate::capabilities::github::TOKEN_VAR) {
+            Credentials::GithubToken => match std::env::var(crate::capabilities::github::TOKEN_VAR)
+            {
                 Ok(token) if !token.is_empty() => Secret::token(&token),
                 _ => Secret::None,
             },
@@ -110,7 +110,9 @@ impl Secret {
                 other => Err(git2::Error::new(
                     git2::ErrorCode::Auth,
                     git2::ErrorClass::Http,
-                    format!("authentication failed: the server does not accept {other:?} credentials"),
+                    format!(
+                        "authentication failed: the server does not accept {other:?} credentials"
+                    ),
                 )),
             }
         });
@@ -167,14 +169,22 @@ mod tests {
         assert!(check_url("https://host/o/r.git").is_ok());
         assert!(check_url("https://git@host/o/r.git").is_ok());
         assert!(check_url("git@host:o/r.git").is_ok());
-        let err = check_url("https://u:s3cret@host/o/r.git").unwrap_err().to_string();
-        assert!(!err.contains("s3cret") && err.contains("u:***@host"), "{err}");
+        let err = check_url("https://u:s3cret@host/o/r.git")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            !err.contains("s3cret") && err.contains("u:***@host"),
+            "{err}"
+        );
     }
 
     #[test]
     fn home_is_expanded() {
         let home = std::env::var("HOME").unwrap();
-        assert_eq!(expand_home("~/.ssh/id"), PathBuf::from(home).join(".ssh/id"));
+        assert_eq!(
+            expand_home("~/.ssh/id"),
+            PathBuf::from(home).join(".ssh/id")
+        );
         assert_eq!(expand_home("/k"), PathBuf::from("/k"));
     }
 }

@@ -56,11 +56,17 @@ impl GitError {
                 GitError::NoCredentials { url }
             };
         }
-        if lower.contains("404") || lower.contains("not found") || lower.contains("does not appear to be a git repository") || lower.contains("not appear to be a git") {
+        if lower.contains("404")
+            || lower.contains("not found")
+            || lower.contains("does not appear to be a git repository")
+            || lower.contains("not appear to be a git")
+        {
             return GitError::NotFound { url, detail };
         }
-        if matches!(e.class(), git2::ErrorClass::Net | git2::ErrorClass::Os | git2::ErrorClass::Ssl)
-            || lower.contains("failed to connect")
+        if matches!(
+            e.class(),
+            git2::ErrorClass::Net | git2::ErrorClass::Os | git2::ErrorClass::Ssl
+        ) || lower.contains("failed to connect")
             || lower.contains("could not resolve")
             || lower.contains("connection refused")
         {
@@ -83,7 +89,9 @@ impl From<GitError> for Error {
         match e {
             GitError::UnknownRef { .. } => super::super::invalid_spec("ref", message),
             GitError::SecretInUrl { .. } => super::super::invalid_spec("url", message),
-            GitError::MissingEnv { .. } => super::super::invalid_spec("credentials.envVar", message),
+            GitError::MissingEnv { .. } => {
+                super::super::invalid_spec("credentials.envVar", message)
+            }
             GitError::SshKey { .. } => super::super::invalid_spec("credentials.keyPath", message),
             GitError::Outside { .. } => Error::Denied(message),
             GitError::Unreachable { .. } => Error::Unavailable(message),

@@ -67,16 +67,12 @@ impl PluginState {
         // A clone destination may not exist yet: resolve its parent.
         let resolved = match (path.canonicalize(), path.parent(), path.file_name()) {
             (Ok(p), _, _) => Some(p),
-            (Err(_), Some(parent), Some(name)) => {
-                parent.canonicalize().ok().map(|p| p.join(name))
-            }
+            (Err(_), Some(parent), Some(name)) => parent.canonicalize().ok().map(|p| p.join(name)),
             _ => None,
         };
         let roots = self.run.repo_roots();
         match resolved {
-            Some(p) if path.is_absolute() && roots.iter().any(|root| p.starts_with(root)) => {
-                Ok(p)
-            }
+            Some(p) if path.is_absolute() && roots.iter().any(|root| p.starts_with(root)) => Ok(p),
             _ => Err(GitError::Outside {
                 path: path.display().to_string(),
                 allowed: if roots.is_empty() {
@@ -172,8 +168,10 @@ impl Host for PluginState {
         repo: String,
         branch: String,
     ) -> wasmtime::Result<Result<(), Error>> {
-        self.blocking(&repo, move |path| commit::checkout_new_branch(&path, &branch))
-            .await
+        self.blocking(&repo, move |path| {
+            commit::checkout_new_branch(&path, &branch)
+        })
+        .await
     }
 
     async fn push(
@@ -187,8 +185,10 @@ impl Host for PluginState {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
         };
-        self.blocking(&repo, move |path| commit::push(&path, &url, &refspec, &secret))
-            .await
+        self.blocking(&repo, move |path| {
+            commit::push(&path, &url, &refspec, &secret)
+        })
+        .await
     }
 
     async fn head(&mut self, repo: String) -> wasmtime::Result<Result<RepoState, Error>> {

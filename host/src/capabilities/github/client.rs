@@ -69,7 +69,11 @@ impl Client {
         format!("{}{route}", self.api)
     }
 
-    pub async fn get<T: DeserializeOwned>(&self, what: &str, route: &str) -> Result<T, GithubError> {
+    pub async fn get<T: DeserializeOwned>(
+        &self,
+        what: &str,
+        route: &str,
+    ) -> Result<T, GithubError> {
         let answer = self.octocrab._get(self.url(route)).await;
         self.read(what, answer).await.map(|(_, body)| body)
     }
@@ -119,7 +123,9 @@ impl Client {
             .map(|body| (parts.status, body))
             .map_err(|e| GithubError::Invalid {
                 what: what.into(),
-                detail: format!("GitHub's answer could not be read ({e}); is {API_URL_VAR} a GitHub API?"),
+                detail: format!(
+                    "GitHub's answer could not be read ({e}); is {API_URL_VAR} a GitHub API?"
+                ),
             })
     }
 

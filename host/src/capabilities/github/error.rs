@@ -51,11 +51,20 @@ impl GithubError {
     pub fn from_status(what: &str, status: u16, headers: &HeaderMap, body: &str) -> GithubError {
         let what = what.to_string();
         let parsed: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
-        let mut message = parsed["message"].as_str().unwrap_or(body).trim().to_string();
+        let mut message = parsed["message"]
+            .as_str()
+            .unwrap_or(body)
+            .trim()
+            .to_string();
         if let Some(errors) = parsed["errors"].as_array() {
             let details: Vec<String> = errors
                 .iter()
-                .filter_map(|e| e["message"].as_str().or(e["code"].as_str()).map(String::from))
+                .filter_map(|e| {
+                    e["message"]
+                        .as_str()
+                        .or(e["code"].as_str())
+                        .map(String::from)
+                })
                 .collect();
             if !details.is_empty() {
                 message = format!("{message}: {}", details.join("; "));
@@ -123,9 +132,19 @@ mod tests {
         let mut limited = HeaderMap::new();
         limited.insert("x-ratelimit-remaining", "0".parse().unwrap());
         limited.insert("x-ratelimit-reset", "1893456000".parse().unwrap());
-        let e = GithubError::from_status("repo o/r", 403, &limited, r#"{"message":"API rate limit exceeded"}"#);
+        let e = GithubError::from_status(
+            "repo o/r",
+            403,
+            &limited,
+            r#"{"message":"API rate limit exceeded"}"#,
+        );
         assert!(e.to_string().contains("2030-01-01T00:00:00Z"), "{e}");
-        let e = GithubError::from_status("repo o/r", 403, &none, r#"{"message":"Must have admin rights"}"#);
+        let e = GithubError::from_status(
+            "repo o/r",
+            403,
+            &none,
+            r#"{"message":"Must have admin rights"}"#,
+        );
         assert!(matches!(e, GithubError::Forbidden { .. }), "{e}");
     }
 }

@@ -21,7 +21,10 @@ use client::Client;
 
 impl PluginState {
     /// Runs `work` with a client, mapping its error to the contract's.
-    async fn github<T, F>(&mut self, work: impl FnOnce(Client) -> F) -> wasmtime::Result<Result<T, Error>>
+    async fn github<T, F>(
+        &mut self,
+        work: impl FnOnce(Client) -> F,
+    ) -> wasmtime::Result<Result<T, Error>>
     where
         F: std::future::Future<Output = Result<T, GithubError>>,
     {
@@ -124,7 +127,8 @@ impl Host for PluginState {
         body: String,
     ) -> wasmtime::Result<Result<PullRequest, Error>> {
         self.github(|c| async move {
-            let fields = serde_json::json!({"title": title, "head": head, "base": base, "body": body});
+            let fields =
+                serde_json::json!({"title": title, "head": head, "base": base, "body": body});
             repos::pull_request(&c, &owner, &name, fields).await
         })
         .await

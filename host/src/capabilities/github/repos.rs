@@ -237,7 +237,11 @@ pub async fn generate(
     client
         .post(
             &what,
-            &format!("/repos/{}/{}/generate", seg(template_owner), seg(template_name)),
+            &format!(
+                "/repos/{}/{}/generate",
+                seg(template_owner),
+                seg(template_name)
+            ),
             &body,
         )
         .await
@@ -257,7 +261,11 @@ pub async fn pull_request(
     let what = format!("opening a pull request on {owner}/{name}");
     client.require_token(&what)?;
     let pull: PullBody = client
-        .post(&what, &format!("/repos/{}/{}/pulls", seg(owner), seg(name)), &fields)
+        .post(
+            &what,
+            &format!("/repos/{}/{}/pulls", seg(owner), seg(name)),
+            &fields,
+        )
         .await?;
     Ok(PullRequest {
         number: pull.number,
