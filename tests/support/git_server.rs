@@ -11,7 +11,7 @@
 
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -198,7 +198,7 @@ fn serve(
         request
             .headers()
             .iter()
-            .find(|h| h.field.equiv(name))
+            .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
             .map(|h| h.value.as_str().to_string())
             .unwrap_or_default()
     };

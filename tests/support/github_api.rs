@@ -367,4 +367,3 @@ impl GithubApi {
     }
 }
 
-use std::io::Read as _;

@@ -80,7 +80,7 @@ pub fn clone(
         let default = connection
             .default_branch()
             .ok()
-            .and_then(|b| b.as_str().map(str::to_string));
+            .and_then(|b| b.as_str().ok().map(str::to_string));
         (heads, default)
     };
     let target = resolve(url, spec.reference, &advertised, default_branch.as_deref())?;

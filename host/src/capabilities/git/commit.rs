@@ -86,7 +86,7 @@ pub fn head(path: &Path) -> Result<RepoState, GitError> {
         branch: if repo.head_detached().unwrap_or(false) {
             None
         } else {
-            head.shorthand().map(str::to_string)
+            head.shorthand().ok().map(str::to_string)
         },
     })
 }
