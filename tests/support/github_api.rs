@@ -366,4 +366,3 @@ impl GithubApi {
         );
     }
 }
-
