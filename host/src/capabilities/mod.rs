@@ -36,6 +36,8 @@ pub struct RunContext {
     /// False while a plugin is only being described: no host interface may act then.
     active: bool,
     exec_ids: AtomicU64,
+    /// Directories the `git` capability may act under (see [`RunContext::allow_repo_root`]).
+    repo_roots: std::sync::Mutex<Vec<std::path::PathBuf>>,
 }
 
 impl RunContext {
@@ -48,6 +50,7 @@ impl RunContext {
             broker: OnceLock::new(),
             active: true,
             exec_ids: AtomicU64::new(0),
+            repo_roots: Default::default(),
         })
     }
 
@@ -61,6 +64,7 @@ impl RunContext {
             broker: OnceLock::new(),
             active: false,
             exec_ids: AtomicU64::new(0),
+            repo_roots: Default::default(),
         })
     }
 
@@ -96,6 +100,18 @@ impl RunContext {
     pub(crate) fn sandbox_folders(&self) -> &[PathBuf] {
         self.sandbox_folders.get().map_or(&[], Vec::as_slice)
     }
+
+    /// Lets the `git` capability clone into or open repositories under `dir` (the
+    /// workspace request's scratch dir, the prepared workspace). Nothing else.
+    pub fn allow_repo_root(&self, dir: &std::path::Path) {
+        if let Ok(dir) = dir.canonicalize() {
+            self.repo_roots.lock().unwrap().push(dir);
+        }
+    }
+
+    pub(crate) fn repo_roots(&self) -> Vec<std::path::PathBuf> {
+        self.repo_roots.lock().unwrap().clone()
+    }
 }
 
 impl crate::runtime::bindings::types::Host for crate::runtime::PluginState {}
@@ -111,19 +127,4 @@ pub(crate) fn invalid_spec(
             message: message.into(),
         },
     )
-}
-
-impl crate::runtime::PluginState {
-    /// The answer of a capability whose host side is not built yet: `unavailable`,
-    /// saying what to use instead, so nothing silently does less than asked.
-    fn not_built<T>(
-        &self,
-        capability: crate::runtime::Capability,
-        instead: &str,
-    ) -> wasmtime::Result<Result<T, crate::runtime::bindings::types::Error>> {
-        self.run.ensure_active()?;
-        Ok(Err(crate::runtime::bindings::types::Error::Unavailable(
-            format!("the {capability} capability is not built into this agentgate yet; {instead}"),
-        )))
-    }
 }

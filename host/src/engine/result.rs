@@ -147,6 +147,9 @@ pub struct WorkspaceRecord {
     pub root: String,
     pub readonly: bool,
     pub description: String,
+    /// The commit the workspace was at when it was prepared (git repositories only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -210,6 +213,7 @@ mod tests {
                 root: text(),
                 readonly: false,
                 description: text(),
+                commit: None,
             }),
             sandbox: Some(SandboxInfo {
                 provider: "none".into(),

@@ -337,6 +337,7 @@ impl Run<'_> {
             .folder
             .scratch("workspace")
             .map_err(|e| Outcome::host(format!("creating the scratch workspace: {e}")))?;
+        self.ctx.allow_repo_root(&scratch);
         let request = WorkspaceRequest {
             run_id: self.ctx.run_id.clone(),
             section: self
@@ -353,6 +354,7 @@ impl Run<'_> {
             .await
             .map_err(Outcome::plugin)?;
         let workspace = materialize(&prepared).map_err(|e| Outcome::host(e.to_string()))?;
+        self.ctx.allow_repo_root(&workspace.root);
         self.events
             .host_log("info", format!("workspace: {}", prepared.description));
         if let Err(e) = self
@@ -777,6 +779,7 @@ impl Run<'_> {
                 root: w.root.display().to_string(),
                 readonly: w.readonly,
                 description: w.description.clone(),
+                commit: w.commit.clone(),
             }),
             sandbox: self.sandbox.clone(),
             agent,

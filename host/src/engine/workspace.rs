@@ -29,6 +29,9 @@ pub struct Workspace {
     pub remove_at_cleanup: bool,
     /// The source plugin's one-line description.
     pub description: String,
+    /// The commit checked out when the workspace was prepared, when the root is the
+    /// top of a git repository (a `git` or `github` workspace, or a local clone).
+    pub commit: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -96,7 +99,14 @@ pub fn materialize(prepared: &PreparedWorkspace) -> Result<Workspace, WorkspaceE
             )?;
         }
     }
+    let commit = root
+        .join(".git")
+        .exists()
+        .then(|| crate::capabilities::git::head(&root).ok())
+        .flatten()
+        .map(|state| state.head);
     Ok(Workspace {
+        commit,
         root,
         dir: Arc::new(dir),
         readonly: prepared.readonly,

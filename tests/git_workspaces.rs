@@ -1,0 +1,418 @@
+//! `workspace.source: git` end to end, against real git servers on 127.0.0.1.
+//!
+//! The servers stand in for a git host (see `support/git_server.rs`): `git
+//! http-backend` behind HTTP Basic auth for the token path (an HTTPS forge without
+//! TLS), and `git daemon` for anonymous clones. Each run is the real `agentgate`
+//! binary with the built-in `workspace-git` plugin and the host's libgit2 capability.
+
+#[path = "support/git_server.rs"]
+mod git_server;
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use git_server::{git, git_available, make_repo, Daemon, HttpGit};
+use support::{shell_agent, stderr, task_spec, Home};
+
+/// A token distinctive enough to grep for.
+const TOKEN: &str = "tok-9f3c2e51-never-written";
+
+/// Runs `agentgate run` on a `git` workspace (`settings` indented under
+/// `workspace:`), with `sandbox` and `agent`, and `env` set on the host.
+fn run_git(
+    home: &Home,
+    settings: &str,
+    sandbox: &str,
+    agent: &str,
+    env: &[(&str, &str)],
+) -> Output {
+    let execution = format!(
+        "workspace:\n  source: git\n{}sandbox:\n  provider: {sandbox}\n{agent}",
+        support::indent(settings, 2)
+    );
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(&path, task_spec("git-ws", "work on it", &execution)).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentgate"));
+    command
+        .args(["run", path.to_str().unwrap()])
+        .env("AGENTGATE_HOME", home.dir.path())
+        .env_remove("AGENTGATE_PLUGIN_PATH")
+        .env_remove("GITHUB_TOKEN");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().expect("running agentgate")
+}
+
+fn clone_with(home: &Home, settings: &str) -> Output {
+    run_git(home, settings, "none", &shell_agent("cat README.md"), &[])
+}
+
+/// Every file under `dir` (recursively) whose bytes contain `needle`.
+fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file() {
+                let bytes = std::fs::read(&path).unwrap_or_default();
+                if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                    found.push(path.display().to_string());
+                }
+            }
+        }
+    }
+    found
+}
+
+fn workspace_commit(home: &Home) -> String {
+    home.result()["workspace"]["commit"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn branches_tags_and_shas_are_told_apart_over_git_daemon() {
+    if !git_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let repo = make_repo(root.path(), "app");
+    let daemon = Daemon::start(root.path());
+    let url = daemon.url("app");
+    let cases = [
+        (None, &repo.commits[2], Some("main")),
+        (Some("feature"), &repo.commits[1], Some("feature")),
+        (Some("v1.0"), &repo.commits[0], None),
+        // An annotated tag peels to its commit.
+        (Some("v2.0"), &repo.commits[2], None),
+        (Some(&repo.commits[0][..10]), &repo.commits[0], None),
+    ];
+    for (reference, commit, branch) in cases {
+        let home = Home::new();
+        let settings = match reference {
+            Some(r) => format!("url: {url}\nref: {r:?}\n"),
+            None => format!("url: {url}\n"),
+        };
+        let output = clone_with(&home, &settings);
+        assert!(
+            output.status.success(),
+            "{reference:?}: {}",
+            stderr(&output)
+        );
+        assert_eq!(&workspace_commit(&home), commit, "{reference:?}");
+        let clone = home.run_folder().join("workspace");
+        assert_eq!(
+            &git(&clone, &["rev-parse", "HEAD"]),
+            commit,
+            "{reference:?}"
+        );
+        let head = git(&clone, &["rev-parse", "--abbrev-ref", "HEAD"]);
+        assert_eq!(head, branch.unwrap_or("HEAD"), "{reference:?}");
+        // The clone is the run's: kept, its origin the URL as given.
+        assert_eq!(git(&clone, &["remote", "get-url", "origin"]), url);
+        assert_eq!(home.result()["workspace"]["source"], "git");
+    }
+}
+
+#[test]
+fn a_token_clone_is_shallow_and_leaves_the_token_nowhere() {
+    if !git_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    make_repo(root.path(), "private");
+    let server = HttpGit::start(root.path(), Some(TOKEN));
+    let home = Home::new();
+    let output = run_git(
+        &home,
+        &format!(
+            "url: {}\nref: main\ndepth: 1\ncredentials:\n  type: token\n  token: ${{MY_GIT_TOKEN}}\n",
+            server.url("private")
+        ),
+        "none",
+        &shell_agent("cat README.md"),
+        &[("MY_GIT_TOKEN", TOKEN)],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    // The server really asked for and got the token, as Basic auth.
+    assert!(!server.auth_seen.lock().unwrap().is_empty());
+    let clone = home.run_folder().join("workspace");
+    assert_eq!(git(&clone, &["rev-list", "--count", "HEAD"]), "1");
+    assert_eq!(
+        std::fs::read_to_string(clone.join("README.md")).unwrap(),
+        "third\n"
+    );
+    // Not in .git/config, the clone, the run folder (logs, events, result) or the home.
+    let config = std::fs::read_to_string(clone.join(".git/config")).unwrap();
+    assert!(
+        !config.contains(TOKEN) && !config.contains("x-access-token"),
+        "{config}"
+    );
+    assert_eq!(
+        files_containing(home.dir.path(), TOKEN),
+        Vec::<String>::new()
+    );
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        stderr(&output)
+    );
+    assert!(!out.contains(TOKEN), "{out}");
+    // Clone progress reached the events as the plugin's progress.
+    let events = home.log("events.ndjson");
+    assert!(
+        events
+            .lines()
+            .any(|l| l.contains("\"source\":\"workspace-git\"")
+                && l.contains("\"phase\":\"clone\"")
+                && l.contains("receiving objects")),
+        "{events}"
+    );
+}
+
+#[test]
+fn credentials_from_a_host_variable() {
+    if !git_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let repo = make_repo(root.path(), "private");
+    let server = HttpGit::start(root.path(), Some(TOKEN));
+    let home = Home::new();
+    let output = run_git(
+        &home,
+        &format!(
+            "url: {}\nref: v1.0\ncredentials:\n  type: env\n  envVar: DEPLOY_TOKEN\n",
+            server.url("private")
+        ),
+        "none",
+        &shell_agent("true"),
+        &[("DEPLOY_TOKEN", &format!("deploy:{TOKEN}"))],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(workspace_commit(&home), repo.commits[0]);
+    assert_eq!(
+        files_containing(home.dir.path(), TOKEN),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn auth_ref_and_network_failures_say_what_to_fix() {
+    if !git_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    make_repo(root.path(), "private");
+    let server = HttpGit::start(root.path(), Some(TOKEN));
+    let url = server.url("private");
+    let token = |t: &str| format!("url: {url}\ncredentials:\n  type: token\n  token: {t}\n");
+
+    let home = Home::new();
+    let output = clone_with(&home, &token("wrong-token-123"));
+    let err = stderr(&output);
+    assert!(!output.status.success());
+    assert!(
+        err.contains(&url)
+            && err.contains("refused the credentials")
+            && err.contains("workspace.credentials"),
+        "{err}"
+    );
+    assert!(!err.contains("wrong-token-123"), "{err}");
+
+    let output = clone_with(&Home::new(), &format!("url: {url}\n"));
+    let err = stderr(&output);
+    assert!(
+        err.contains(&url) && err.contains("none were given"),
+        "{err}"
+    );
+
+    let output = clone_with(
+        &Home::new(),
+        &format!("{}ref: no-such-branch\n", token(TOKEN)),
+    );
+    let err = stderr(&output);
+    assert!(
+        err.contains("\"no-such-branch\"") && err.contains("workspace.ref") && err.contains("main"),
+        "{err}"
+    );
+
+    let output = clone_with(
+        &Home::new(),
+        &token(TOKEN).replace("private.git", "missing.git"),
+    );
+    let err = stderr(&output);
+    assert!(
+        err.contains("missing.git") && err.contains("not found"),
+        "{err}"
+    );
+
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dead = format!("http://127.0.0.1:{closed}/x.git");
+    let output = clone_with(&Home::new(), &format!("url: {dead}\n"));
+    let err = stderr(&output);
+    assert!(
+        err.contains(&dead) && err.contains("cannot be reached"),
+        "{err}"
+    );
+
+    // A secret in the URL is refused before anything is written.
+    let output = clone_with(
+        &Home::new(),
+        &format!(
+            "url: http://u:{TOKEN}@127.0.0.1:{}/private.git\n",
+            server.port
+        ),
+    );
+    let err = stderr(&output);
+    assert!(
+        err.contains("workspace.credentials") && !err.contains(TOKEN),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_commit_no_ref_names_is_fetched_directly_when_the_server_allows_it() {
+    if !git_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let repo = make_repo(root.path(), "app");
+    git(
+        &repo.bare,
+        &["config", "uploadpack.allowAnySHA1InWant", "true"],
+    );
+    let server = HttpGit::start(root.path(), None);
+    let home = Home::new();
+    let output = clone_with(
+        &home,
+        &format!(
+            "url: {}\nref: {}\ndepth: 1\n",
+            server.url("app"),
+            repo.commits[1]
+        ),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let clone = home.run_folder().join("workspace");
+    assert_eq!(git(&clone, &["rev-parse", "HEAD"]), repo.commits[1]);
+    assert_eq!(git(&clone, &["rev-list", "--count", "HEAD"]), "1");
+}
+
+#[test]
+fn an_agent_edit_in_a_subprocess_sandbox_shows_in_modified_files() {
+    if !git_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    make_repo(root.path(), "app");
+    let daemon = Daemon::start(root.path());
+    let home = Home::new();
+    let output = run_git(
+        &home,
+        &format!("url: {}\nref: main\n", daemon.url("app")),
+        "subprocess",
+        &shell_agent("echo changed >> README.md\necho new > added.txt"),
+        &[],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let result = home.result();
+    let files = result["modifiedFiles"].as_array().unwrap();
+    let change = |path: &str| {
+        files
+            .iter()
+            .find(|f| f["path"] == path)
+            .unwrap_or_else(|| panic!("{path} not in {files:?}"))
+            .clone()
+    };
+    assert_eq!(change("README.md")["change"], "modified", "{files:?}");
+    assert_eq!(change("added.txt")["change"], "added", "{files:?}");
+    assert!(
+        !files
+            .iter()
+            .any(|f| f["path"].as_str().unwrap().starts_with(".git/")),
+        "{files:?}"
+    );
+}
+
+/// The capability's status, diff, commit and push, called as the host library
+/// (what result collection and delivery use), against the token-protected server.
+#[test]
+fn status_diff_commit_and_push() {
+    use agentgate::capabilities::git::{self, credentials::Secret};
+    use agentgate::runtime::bindings::git::{ChangeKind, Credentials};
+    if !git_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let repo = make_repo(root.path(), "app");
+    let server = HttpGit::start(root.path(), Some(TOKEN));
+    let work = root.path().join("checkout");
+    git(
+        root.path(),
+        &[
+            "clone",
+            "-q",
+            repo.bare.to_str().unwrap(),
+            work.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(work.join("README.md"), "edited\n").unwrap();
+    std::fs::write(work.join("new.txt"), "new\n").unwrap();
+    std::fs::remove_file(work.join("file0.txt")).unwrap();
+
+    let changes = git::status(&work).unwrap();
+    let kinds: Vec<(&str, ChangeKind)> =
+        changes.iter().map(|c| (c.path.as_str(), c.kind)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("README.md", ChangeKind::Modified),
+            ("file0.txt", ChangeKind::Deleted),
+            ("new.txt", ChangeKind::Added)
+        ]
+    );
+    let patch = git::diff(&work, None).unwrap();
+    assert!(
+        patch.contains("-third\n+edited\n") && patch.contains("+new\n"),
+        "{patch}"
+    );
+
+    git::checkout_new_branch(&work, "agent/change").unwrap();
+    let sha = git::commit_all(&work, "agent change", "Agent", "agent@example.com").unwrap();
+    assert!(git::status(&work).unwrap().is_empty());
+    assert_eq!(
+        git::head(&work).unwrap().branch.as_deref(),
+        Some("agent/change")
+    );
+
+    let wrong = Secret::resolve(&Credentials::Token("nope".into())).unwrap();
+    let err = git::push(&work, &server.url("app"), "refs/heads/agent/change", &wrong).unwrap_err();
+    assert!(err.to_string().contains("refused the credentials"), "{err}");
+    let secret = Secret::resolve(&Credentials::Token(TOKEN.into())).unwrap();
+    git::push(
+        &work,
+        &server.url("app"),
+        "refs/heads/agent/change",
+        &secret,
+    )
+    .unwrap();
+    assert_eq!(
+        git(&repo.bare, &["rev-parse", "refs/heads/agent/change"]),
+        sha
+    );
+    assert!(!std::fs::read_to_string(work.join(".git/config"))
+        .unwrap()
+        .contains(TOKEN));
+}
