@@ -210,8 +210,7 @@ fn new_repositories_for_the_user_an_org_and_from_a_template() {
         .api
         .requests()
         .into_iter()
-        .filter(|(r, _)| r.starts_with("POST"))
-        .last()
+        .rfind(|(r, _)| r.starts_with("POST"))
         .unwrap();
     assert_eq!(route, format!("POST /orgs/{ORG}/repos"));
     assert_eq!(body["private"], false);
@@ -231,8 +230,7 @@ fn new_repositories_for_the_user_an_org_and_from_a_template() {
         .api
         .requests()
         .into_iter()
-        .filter(|(r, _)| r.starts_with("POST"))
-        .last()
+        .rfind(|(r, _)| r.starts_with("POST"))
         .unwrap();
     assert_eq!(route, "POST /repos/upstream/template/generate");
     assert_eq!(body["owner"], ORG);

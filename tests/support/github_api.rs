@@ -42,11 +42,14 @@ struct Repo {
     not_ready_polls: u32,
 }
 
+/// A forced answer: status, headers, body.
+type Answer = (u16, Vec<(String, String)>, Value);
+
 #[derive(Default)]
 struct State {
     repos: BTreeMap<String, Repo>,
     /// An answer forced on the next request: status, headers, body.
-    forced: Option<(u16, Vec<(String, String)>, Value)>,
+    forced: Option<Answer>,
     /// `METHOD /path` and body of each request, in order.
     requests: Vec<(String, Value)>,
 }
