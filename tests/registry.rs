@@ -138,7 +138,7 @@ fn gc_after_kill_9_reaps_the_subprocess_tree_its_cgroup_and_folders_and_marks_it
         ),
     );
     assert!(
-        eventually(60, || running(&home) == 1
+        eventually(180, || running(&home) == 1
             && processes_with_arg("302.103").len() == 1
             && processes_with_arg("302.102").len() == 1
             && processes_with_arg("302.101").len() == 1),
@@ -221,7 +221,7 @@ fn gc_beside_live_runs_leaves_them_alone_and_reaps_only_the_dead_one() {
             &local_subprocess(b.path(), false, "10m", &waiting("302.202")),
         ),
     );
-    assert!(eventually(60, || running(&home) == 2
+    assert!(eventually(180, || running(&home) == 2
         && processes_with_arg("302.201").len() == 1
         && processes_with_arg("302.202").len() == 1));
 
@@ -387,7 +387,7 @@ fn gc_after_kill_9_removes_the_docker_container() {
         &task_spec("crash-docker", "x", &execution),
     );
     assert!(
-        eventually(60, || running(&home) == 1
+        eventually(180, || running(&home) == 1
             && !processes_with_arg("3021").is_empty()),
         "the agent never started"
     );
