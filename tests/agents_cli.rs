@@ -760,6 +760,12 @@ fn claude_code_in_docker_completes_a_tool_session() {
         clis.display(),
         claude_agent("claude-code-api", &format!("maxRetries: 0\nbaseUrl: {}", server.url())),
     );
+    // The CLI folder is outside the workspace: containers bind it only by the operator's grant.
+    std::fs::write(
+        run.home.dir.path().join("grants.yaml"),
+        format!("docker:\n  mounts: [{}]\n", clis.display()),
+    )
+    .unwrap();
     let output = run.run(&execution, &[("ANTHROPIC_API_KEY", API_KEY)]);
     assert!(output.status.success(), "{}", describe(&output, &run));
     let notes = std::fs::read_to_string(run.workspace.path().join("NOTES.md")).unwrap();
