@@ -137,7 +137,8 @@ fn full_document_with_every_field() {
             token: "tok-123".into()
         })
     );
-    assert_eq!(execution.workspace.options["lfs"], true);
+    // workspace-git takes no options, and validation checks them against its schema.
+    assert!(execution.workspace.options.is_empty());
 
     let sandbox = &execution.sandbox;
     assert_eq!(sandbox.resources.cpu_millicores, Some(500));
@@ -185,7 +186,7 @@ fn workspace_section_json_has_everything_the_plugin_needs() {
             "ref": "develop",
             "depth": 1,
             "credentials": {"type": "token", "token": "tok-123"},
-            "options": {"lfs": true},
+            "options": {},
         })
     );
 }
