@@ -31,8 +31,8 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use git2::{
-    Delta, DiffFindOptions, DiffFormat, DiffOptions, FileMode, Index, IndexEntry, IndexTime, Oid,
-    Repository, RepositoryOpenFlags, Tree,
+    Delta, DiffFindOptions, DiffOptions, FileMode, Index, IndexEntry, IndexTime, Oid, Repository,
+    RepositoryOpenFlags, Tree,
 };
 
 use super::changes::{ChangeKind, EntryKind, FileChange};
@@ -323,14 +323,7 @@ impl GitBaseline {
             Some(&mut options),
         )?;
         diff.find_similar(Some(DiffFindOptions::new().renames(true)))?;
-        let mut patch = Vec::new();
-        diff.print(DiffFormat::Patch, |_, _, line| {
-            if matches!(line.origin(), '+' | '-' | ' ') {
-                patch.push(line.origin() as u8);
-            }
-            patch.extend_from_slice(line.content());
-            true
-        })?;
+        let patch = crate::capabilities::git::patch_bytes(&diff)?;
 
         let mut files = Vec::new();
         for delta in diff.deltas() {

@@ -77,6 +77,13 @@ pub fn status(path: &Path) -> Result<Vec<FileChange>, GitError> {
 pub fn diff(path: &Path, base: Option<&str>) -> Result<String, GitError> {
     let repo = Repository::open(path).map_err(|e| GitError::repo(path, e))?;
     let diff = tree_diff(&repo, path, base)?;
+    let patch = patch_bytes(&diff).map_err(|e| GitError::repo(path, e))?;
+    Ok(String::from_utf8_lossy(&patch).into_owned())
+}
+
+/// `diff` as a unified patch: libgit2 hands out a content line's origin (`+`, `-`, ` `)
+/// apart from its text, and `git apply` needs them joined.
+pub(crate) fn patch_bytes(diff: &git2::Diff<'_>) -> Result<Vec<u8>, git2::Error> {
     let mut patch = Vec::new();
     diff.print(DiffFormat::Patch, |_, _, line| {
         if matches!(line.origin(), '+' | '-' | ' ') {
@@ -84,7 +91,6 @@ pub fn diff(path: &Path, base: Option<&str>) -> Result<String, GitError> {
         }
         patch.extend_from_slice(line.content());
         true
-    })
-    .map_err(|e| GitError::repo(path, e))?;
-    Ok(String::from_utf8_lossy(&patch).into_owned())
+    })?;
+    Ok(patch)
 }

@@ -15,6 +15,8 @@ mod error;
 
 mod commit;
 
+pub(crate) use changes::patch_bytes;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
