@@ -2,7 +2,10 @@
 # What the subprocess sandbox costs: a whole `agentgate run` of `true` sealed in the
 # subprocess sandbox (bubblewrap, seccomp, cgroup, network: none) against the same run
 # with `provider: none`, and both against a raw spawn of `true`, pair by pair in one
-# run so machine noise hits every side alike. Prints medians and the sandbox's own cost.
+# run so machine noise hits every side alike. Prints medians and the sandbox's own cost
+# (target: under 10 ms). For scale it also times bubblewrap's own floor, `bwrap` with
+# every namespace and `/` bound, which no bubblewrap-based sandbox can go below.
+# Every run must succeed: a run that fails fast would otherwise look cheap.
 #
 #   bench/sandbox_overhead.sh [PAIRS]   (default 20; builds the release binary first,
 #                                        or uses AGENTGATE_BIN when set)
@@ -36,23 +39,27 @@ spec none "" >"$work/none.yaml"
 spec subprocess ", network: none" >"$work/subprocess.yaml"
 
 now_us() { echo $(($(date +%s%N) / 1000)); }
-time_us() { local t0; t0=$(now_us); "$@" >/dev/null 2>&1; echo $(($(now_us) - t0)); }
+time_us() { local t0; t0=$(now_us); "$@" >/dev/null 2>&1 || { echo "FAILED: $*" >&2; exit 1; }; echo $(($(now_us) - t0)); }
+bwrap_floor=(bwrap --unshare-all --die-with-parent --bind / / true)
 
 # Warm the compile cache so it is not measured.
 "$bin" run --json "$work/none.yaml" >/dev/null
 "$bin" run --json "$work/subprocess.yaml" >/dev/null
 
-raw=() none=() sub=()
+raw=() floor=() none=() sub=()
 for _ in $(seq "$pairs"); do
     raw+=("$(time_us /bin/true)")
+    floor+=("$(time_us "${bwrap_floor[@]}")")
     none+=("$(time_us "$bin" run --json "$work/none.yaml")")
     sub+=("$(time_us "$bin" run --json "$work/subprocess.yaml")")
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-m_raw=$(median "${raw[@]}") m_none=$(median "${none[@]}") m_sub=$(median "${sub[@]}")
+m_raw=$(median "${raw[@]}") m_floor=$(median "${floor[@]}") m_none=$(median "${none[@]}") m_sub=$(median "${sub[@]}")
 printf 'pairs: %d\n' "$pairs"
 printf 'raw spawn of true:                 %8.2f ms\n' "$(bc -l <<<"$m_raw/1000")"
+printf 'bwrap floor (%s):\n                                   %8.2f ms\n' "${bwrap_floor[*]}" "$(bc -l <<<"$m_floor/1000")"
 printf 'agentgate run, provider none:      %8.2f ms\n' "$(bc -l <<<"$m_none/1000")"
 printf 'agentgate run, provider subprocess:%8.2f ms\n' "$(bc -l <<<"$m_sub/1000")"
 printf 'the sandbox itself adds:           %8.2f ms (target < 10 ms)\n' "$(bc -l <<<"($m_sub-$m_none)/1000")"
+printf 'bubblewrap floor over a raw spawn: %8.2f ms\n' "$(bc -l <<<"($m_floor-$m_raw)/1000")"
 printf 'ratio subprocess / none:           %8.2f\n' "$(bc -l <<<"$m_sub/$m_none")"

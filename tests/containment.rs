@@ -506,54 +506,266 @@ fn a_disk_limit_is_refused_not_ignored() {
     assert!(!workspace.path().join("ran").exists());
 }
 
-#[test]
-fn an_unprivileged_host_user_gets_a_sandbox_or_a_clear_refusal() {
-    // agentgate itself as uid 65534: either it can seal the agent (user namespaces and a
-    // delegated cgroup), or it must refuse and say what is missing. Never run unsealed.
-    let home = Home::new();
-    let workspace = tempfile::tempdir().unwrap();
-    for dir in [home.dir.path(), workspace.path()] {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+/// The unprivileged user the tests switch to.
+const NOBODY: u32 = 65534;
+
+/// A run of `agentgate` as [`NOBODY`], set up the way an operator gives a user agentgate:
+/// a copy of the binary, a home, a workspace and a TaskSpec all that user can reach.
+struct Unprivileged {
+    home: Home,
+    workspace: tempfile::TempDir,
+    _bin_dir: tempfile::TempDir,
+    bin: std::path::PathBuf,
+}
+
+impl Unprivileged {
+    fn new() -> Unprivileged {
+        let home = Home::new();
+        let workspace = tempfile::tempdir().unwrap();
+        let bin_dir = tempfile::tempdir().unwrap();
+        for dir in [home.dir.path(), workspace.path()] {
+            std::os::unix::fs::chown(dir, Some(NOBODY), Some(NOBODY)).unwrap();
+        }
+        std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bin = bin_dir.path().join("agentgate");
+        std::fs::copy(env!("CARGO_BIN_EXE_agentgate"), &bin).unwrap();
+        Unprivileged {
+            home,
+            workspace,
+            _bin_dir: bin_dir,
+            bin,
+        }
     }
-    let spec_path = home.dir.path().join("task.yaml");
-    std::fs::write(
-        &spec_path,
-        task_spec(
-            "unprivileged",
-            "x",
-            &sandboxed(workspace.path(), "", &shell_agent("id -u > uid.txt")),
-        ),
-    )
-    .unwrap();
-    // A copy of the binary the unprivileged user can reach, wherever the build is.
-    let bin_dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let bin = bin_dir.path().join("agentgate");
-    std::fs::copy(env!("CARGO_BIN_EXE_agentgate"), &bin).unwrap();
-    let output = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(&bin)
-        .args(["run", spec_path.to_str().unwrap()])
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("AGENTGATE_HOME", home.dir.path())
-        .output()
+
+    /// Runs `agent` in a subprocess sandbox as [`NOBODY`]; `enter` is shell that runs
+    /// first as root (to move the process into a cgroup), then `setpriv` drops to the user.
+    fn run(&self, enter: &str, agent: &str) -> std::process::Output {
+        let spec_path = self.home.dir.path().join("task.yaml");
+        std::fs::write(
+            &spec_path,
+            task_spec(
+                "unprivileged",
+                "x",
+                // The bridge network needs /dev/net/tun, which not every machine opens
+                // to users; the namespaces and the fence are what is tested here.
+                &sandboxed(
+                    self.workspace.path(),
+                    "network: none\n",
+                    &shell_agent(agent),
+                ),
+            ),
+        )
         .unwrap();
-    let result = home.result();
-    if output.status.success() {
-        assert_eq!(
-            std::fs::read_to_string(workspace.path().join("uid.txt"))
-                .unwrap()
-                .trim(),
-            "65534"
+        let script = format!(
+            "{enter}\nexec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups -- \"$0\" run \"$1\""
         );
-    } else {
-        assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
-        let error = result["error"].as_str().unwrap();
-        assert!(
-            error.contains("cgroup") || error.contains("namespace"),
-            "{error}"
-        );
-        assert!(!workspace.path().join("uid.txt").exists(), "ran unsealed");
+        Command::new("sh")
+            .args(["-c", &script])
+            .arg(&self.bin)
+            .arg(&spec_path)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("AGENTGATE_HOME", self.home.dir.path())
+            .env("HOST_ONLY_SECRET", "must-not-leak-unprivileged")
+            .output()
+            .unwrap()
     }
+}
+
+/// A cgroup handed to [`NOBODY`] as systemd's `Delegate=yes` hands one to a user: the
+/// directory and the files that move processes and enable controllers are theirs. It is
+/// made where agentgate will look: in the unified hierarchy when that offers memory, cpu
+/// and pids, else at the root of each cgroup v1 hierarchy. Removed, with whatever is
+/// left below it, on drop.
+struct DelegatedCgroup {
+    dirs: Vec<std::path::PathBuf>,
+}
+
+impl DelegatedCgroup {
+    fn new() -> DelegatedCgroup {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let cgroup_mounts: Vec<(&str, String)> = mountinfo
+            .lines()
+            .filter_map(|line| {
+                let (left, right) = line.split_once(" - ")?;
+                let right: Vec<&str> = right.split(' ').collect();
+                let point = left.split(' ').nth(4)?.to_string();
+                match right[0] {
+                    "cgroup2" => Some(("", point)),
+                    "cgroup" => Some((right.get(2).copied().unwrap_or(""), point)),
+                    _ => None,
+                }
+            })
+            .collect();
+        let unified = cgroup_mounts
+            .iter()
+            .find(|(options, _)| options.is_empty())
+            .map(|(_, point)| Path::new(point).to_path_buf())
+            .filter(|root| {
+                let offered =
+                    std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+                ["memory", "cpu", "pids"]
+                    .iter()
+                    .all(|c| offered.split_whitespace().any(|o| o == *c))
+            });
+        let name = format!("agentgate-test-delegated-{}", std::process::id());
+        let (dirs, owned_files): (Vec<_>, &[&str]) = match unified {
+            Some(root) => {
+                let control = root.join("cgroup.subtree_control");
+                std::fs::write(&control, "+memory +cpu +pids").unwrap();
+                let files: &[&str] = &["cgroup.procs", "cgroup.subtree_control", "cgroup.threads"];
+                (vec![root.join(&name)], files)
+            }
+            None => {
+                let wanted = ["memory", "cpu", "cpuacct", "pids", "freezer"];
+                let mut points: Vec<&String> = Vec::new();
+                for (options, point) in &cgroup_mounts {
+                    let wanted = options.split(',').any(|o| wanted.contains(&o));
+                    if wanted && !points.contains(&point) {
+                        points.push(point);
+                    }
+                }
+                assert!(
+                    points.len() >= 4,
+                    "no cgroup v2 with memory, cpu and pids, and cgroup v1 mounts only \
+                     {points:?}: this machine cannot give agentgate cgroups"
+                );
+                let dirs = points.iter().map(|p| Path::new(p).join(&name)).collect();
+                (dirs, &["tasks", "cgroup.procs"][..])
+            }
+        };
+        for dir in &dirs {
+            std::fs::create_dir(dir).unwrap();
+            std::os::unix::fs::chown(dir, Some(NOBODY), Some(NOBODY)).unwrap();
+            for file in owned_files {
+                std::os::unix::fs::chown(dir.join(file), Some(NOBODY), Some(NOBODY)).unwrap();
+            }
+        }
+        DelegatedCgroup { dirs }
+    }
+
+    /// Shell that moves the shell itself into every hierarchy of the cgroup.
+    fn enter(&self) -> String {
+        self.dirs
+            .iter()
+            .map(|d| format!("echo $$ > {}/cgroup.procs\n", d.display()))
+            .collect()
+    }
+
+    /// Every cgroup below the delegated one, in one hierarchy.
+    fn descendants(&self) -> Vec<std::path::PathBuf> {
+        let mut found = Vec::new();
+        let mut stack = vec![self.dirs[0].clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                if entry.path().is_dir() {
+                    found.push(entry.path());
+                    stack.push(entry.path());
+                }
+            }
+        }
+        found
+    }
+}
+
+impl Drop for DelegatedCgroup {
+    fn drop(&mut self) {
+        for dir in &self.dirs {
+            let mut all = vec![dir.clone()];
+            let mut i = 0;
+            while i < all.len() {
+                for entry in std::fs::read_dir(&all[i]).into_iter().flatten().flatten() {
+                    if entry.path().is_dir() {
+                        all.push(entry.path());
+                    }
+                }
+                i += 1;
+            }
+            for dir in all.iter().rev() {
+                let _ = std::fs::remove_dir(dir);
+            }
+        }
+    }
+}
+
+#[test]
+fn an_unprivileged_user_without_a_delegated_cgroup_is_refused_and_told_how_to_get_one() {
+    // agentgate as uid 65534 in the test's own (root-owned) cgroup: it cannot give the
+    // sandbox a cgroup, so it must refuse, say why and how to fix it, and run nothing.
+    let run = Unprivileged::new();
+    let output = run.run("", "id -u > uid.txt");
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let error = run.home.result()["error"].as_str().unwrap().to_string();
+    assert!(error.contains("cgroup"), "{error}");
+    assert!(error.contains("delegated cgroup"), "{error}");
+    assert!(
+        !run.workspace.path().join("uid.txt").exists(),
+        "ran unsealed"
+    );
+}
+
+#[test]
+fn an_unprivileged_user_in_a_delegated_cgroup_gets_the_whole_sandbox() {
+    // agentgate as uid 65534 in a cgroup delegated to it, and an agent that tries the
+    // attacks of the root tests again. It must be sealed exactly as it is for root.
+    let run = Unprivileged::new();
+    let cgroup = DelegatedCgroup::new();
+    let home = run.home.dir.path().display().to_string();
+    let agent = format!(
+        "id -u > uid.txt\n\
+         grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status\n\
+         ls {home} && echo HOME-VISIBLE\n\
+         echo pwned >> {home}/grants.yaml && echo GRANTS-WRITTEN\n\
+         unshare -U true && echo UNSHARE-WORKED\n\
+         nsenter --net=/proc/1/ns/net true && echo NSENTER-WORKED\n\
+         cat /proc/$PPID/environ /proc/1/environ | tr '\\0' '\\n'\n\
+         setsid sleep 301.401 &\n\
+         echo done"
+    );
+    let output = run.run(&cgroup.enter(), &agent);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = run.home.log("stdout.log");
+    assert!(stdout.contains("done"), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(run.workspace.path().join("uid.txt"))
+            .unwrap()
+            .trim(),
+        NOBODY.to_string(),
+        "the agent runs as the invoking user"
+    );
+    assert!(stdout.contains("CapEff:\t0000000000000000"), "{stdout}");
+    assert!(stdout.contains("NoNewPrivs:\t1"), "{stdout}");
+    assert!(stdout.contains("Seccomp:\t2"), "{stdout}");
+    for worked in [
+        "HOME-VISIBLE",
+        "GRANTS-WRITTEN",
+        "UNSHARE-WORKED",
+        "NSENTER-WORKED",
+        "must-not-leak",
+    ] {
+        assert!(!stdout.contains(worked), "{worked}: {stdout}");
+    }
+    assert!(!run.home.dir.path().join("grants.yaml").exists());
+    assert!(
+        eventually(5, || processes_with_arg("301.401").is_empty()),
+        "a setsid descendant outlived the run"
+    );
+    // The sandbox's cgroup was made in the delegated one, and removed at the end.
+    let result = run.home.result();
+    assert!(
+        result["sandbox"]["resourceUsage"]["memoryMB"]
+            .as_f64()
+            .is_some(),
+        "{result}"
+    );
+    // What may stay: the shared folder, and on cgroup v2 the leaf the host moved into.
+    let left: Vec<_> = cgroup
+        .descendants()
+        .into_iter()
+        .filter(|d| {
+            d.file_name()
+                .is_some_and(|n| n != "agentgate" && n != "agentgate-host")
+        })
+        .collect();
+    assert!(left.is_empty(), "cgroups left behind: {left:?}");
 }

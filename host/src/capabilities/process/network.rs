@@ -124,8 +124,9 @@ impl BridgePipes {
                         .await;
             }
             return Err(Error::Unavailable(format!(
-                "slirp4netns could not attach the bridge network: {}",
-                stderr.trim()
+                "slirp4netns could not attach the bridge network: {}{}",
+                stderr.trim(),
+                tun_hint(&stderr)
             )));
         }
         std::fs::File::from(block_write)
@@ -136,6 +137,17 @@ impl BridgePipes {
 }
 
 /// Reads bubblewrap's `{"child-pid": N, ...}` from the info pipe.
+/// What to do when slirp4netns could not open the TUN device, as happens to users other
+/// than root where `/dev/net/tun` is not world read-writable.
+fn tun_hint(stderr: &str) -> &'static str {
+    if stderr.contains("/dev/net/tun") {
+        "; the bridge network needs read-write access to /dev/net/tun (mode 0666, the default \
+         of most distributions: `chmod 0666 /dev/net/tun`), or use `network: none`"
+    } else {
+        ""
+    }
+}
+
 fn sandbox_pid(info: OwnedFd) -> Result<u32, Error> {
     let mut text = String::new();
     let mut file = std::fs::File::from(info);

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::v2::HOST_LEAF;
 use super::CgroupError;
 
 /// The controllers a sandbox needs, in v2 spelling.
@@ -64,11 +65,20 @@ impl Layout {
                 _ => mount.point.clone(),
             }
         };
+        // A host that moved itself into its leaf still delegates from the cgroup above.
+        let place_v2 = |mount: &Mount, own: Option<&str>| -> PathBuf {
+            let own = own.map(|path| {
+                path.strip_suffix(HOST_LEAF)
+                    .and_then(|parent| parent.strip_suffix('/'))
+                    .map_or(path, |parent| if parent.is_empty() { "/" } else { parent })
+            });
+            place(mount, own)
+        };
 
         let mut found = Vec::new();
         if let Some(mount) = mounts.iter().find(|m| m.fstype == "cgroup2") {
             let own = memberships.iter().find(|m| m.hierarchy == "0");
-            let base = place(mount, own.map(|m| m.path.as_str()));
+            let base = place_v2(mount, own.map(|m| m.path.as_str()));
             let offered = controllers_of(&base).unwrap_or_default();
             let offered: Vec<&str> = offered.split_whitespace().collect();
             if V2_CONTROLLERS.iter().all(|c| offered.contains(c)) {
@@ -325,6 +335,30 @@ mod tests {
         );
         assert_eq!(layout, Layout::V2 { base: own.clone() });
         assert_eq!(asked.into_inner(), vec![own]);
+    }
+
+    #[test]
+    fn v2_unprivileged_host_in_its_own_leaf_delegates_from_the_cgroup_above() {
+        let scope = "/user.slice/user-1000.slice/user@1000.service/app.slice/run-u7.scope";
+        for (own, base) in [
+            (
+                format!("0::{scope}/agentgate-host\n"),
+                format!("/sys/fs/cgroup{scope}"),
+            ),
+            (
+                "0::/agentgate-host\n".to_string(),
+                "/sys/fs/cgroup".to_string(),
+            ),
+            // Only the leaf's exact name is read so.
+            (
+                format!("0::{scope}/not-agentgate-host\n"),
+                format!("/sys/fs/cgroup{scope}/not-agentgate-host"),
+            ),
+        ] {
+            let layout =
+                Layout::choose(V2_MOUNTS, &own, false, &offers("memory pids cpu")).unwrap();
+            assert_eq!(layout, Layout::V2 { base: base.into() }, "{own}");
+        }
     }
 
     #[test]

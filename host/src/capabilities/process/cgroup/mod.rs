@@ -89,8 +89,10 @@ impl CgroupError {
             }
             Some(libc::EBUSY) if path.ends_with("cgroup.subtree_control") => {
                 "; cgroup v2 enables controllers only below a cgroup that holds no processes \
-                 itself: start agentgate in a delegated cgroup of its own whose processes sit \
-                 in a child, or run it as root"
+                 itself, and agentgate moved itself out (into `agentgate-host` below it) but \
+                 other processes remain there: start agentgate in a delegated cgroup of its \
+                 own (systemd: `systemd-run --user -p Delegate=yes --scope agentgate ...`), \
+                 or run it as root"
                     .to_string()
             }
             Some(libc::ENOENT) => {

@@ -368,3 +368,88 @@ fn cpu_quota_is_in_microseconds_of_a_100ms_period() {
     assert_eq!(cpu_quota(10).unwrap(), (1_000, 100_000));
     assert_eq!(cpu_quota(9).unwrap(), (9_000, 1_000_000));
 }
+
+/// Set in the child process of the test below: the cgroup v2 directory it starts in.
+const DELEGATED_V2_ENV: &str = "AGENTGATE_TEST_DELEGATED_V2_CGROUP";
+
+#[test]
+fn a_host_in_the_v2_cgroup_it_delegates_from_moves_itself_into_a_leaf() {
+    if let Some(dir) = std::env::var_os(DELEGATED_V2_ENV) {
+        return host_in_delegated_cgroup(Path::new(&dir));
+    }
+    // The moment the move is for: a delegated cgroup (a systemd scope, a container's
+    // cgroup) that holds the host and must enable controllers for the sandboxes. It is
+    // played with any controller the unified hierarchy offers: on this machine's hybrid
+    // layout memory, cpu and pids belong to v1, but the rule is the same for each.
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let root = mountinfo
+        .lines()
+        .filter_map(|line| line.split_once(" - "))
+        .find(|(_, right)| right.starts_with("cgroup2 "))
+        .map(|(left, _)| PathBuf::from(left.split(' ').nth(4).unwrap()))
+        .expect("this test needs a cgroup2 mount");
+    let offered = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap();
+    let controller = offered
+        .split_whitespace()
+        .next()
+        .unwrap_or_else(|| panic!("{} offers no controller to delegate", root.display()))
+        .to_string();
+    let root_control = root.join("cgroup.subtree_control");
+    let enabled_before = std::fs::read_to_string(&root_control).unwrap();
+    let enabled_here = !enabled_before.split_whitespace().any(|c| c == controller);
+    if enabled_here {
+        std::fs::write(&root_control, format!("+{controller}")).unwrap();
+    }
+    let dir = root.join(format!("test-{}-delegated", std::process::id()));
+    std::fs::create_dir(&dir).unwrap();
+
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "capabilities::process::cgroup::tests::a_host_in_the_v2_cgroup_it_delegates_from_moves_itself_into_a_leaf",
+            "--nocapture",
+        ])
+        .env(DELEGATED_V2_ENV, &dir)
+        .env("AGENTGATE_TEST_CONTROLLER", &controller)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir(dir.join(v2::HOST_LEAF));
+    let _ = std::fs::remove_dir(&dir);
+    if enabled_here {
+        let _ = std::fs::write(&root_control, format!("-{controller}"));
+    }
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{printed}");
+    assert!(
+        printed.contains("1 passed"),
+        "the child ran no test: {printed}"
+    );
+}
+
+/// The child's side: it starts in `dir`, as agentgate started in a delegated scope.
+fn host_in_delegated_cgroup(dir: &Path) {
+    let controller = std::env::var("AGENTGATE_TEST_CONTROLLER").unwrap();
+    std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).unwrap();
+    // The kernel's rule: no controllers for children while the cgroup holds processes.
+    let refused =
+        std::fs::write(dir.join("cgroup.subtree_control"), format!("+{controller}")).unwrap_err();
+    assert_eq!(refused.raw_os_error(), Some(libc::EBUSY), "{refused}");
+
+    v2::enable_controllers(dir, &[controller.as_str()], true).unwrap();
+    let enabled = std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap();
+    assert!(
+        enabled.split_whitespace().any(|c| c == controller),
+        "{enabled}"
+    );
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let v2_line = own.lines().find(|l| l.starts_with("0::")).unwrap();
+    let leaf = format!(
+        "/{}/{}",
+        dir.file_name().unwrap().to_string_lossy(),
+        v2::HOST_LEAF
+    );
+    assert!(v2_line.ends_with(&leaf), "{v2_line}");
+    // Asked again (the next run of the same host), nothing moves and nothing fails.
+    v2::enable_controllers(dir, &[controller.as_str()], true).unwrap();
+    assert_eq!(std::fs::read_to_string("/proc/self/cgroup").unwrap(), own);
+}

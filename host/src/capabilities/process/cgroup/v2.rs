@@ -17,29 +17,56 @@ pub(super) struct Dir {
     pub(super) path: PathBuf,
 }
 
+/// The leaf cgroup a host process moves itself into when the cgroup it was started in
+/// must hand controllers to sandboxes. cgroup v2 lets a cgroup other than the root
+/// enable controllers for its children only while it holds no process itself, and a
+/// delegated cgroup (systemd's `Delegate=yes`, a container's own cgroup) holds the
+/// host. [`super::hierarchy::Layout`] reads a host in this leaf as being in its parent.
+pub(super) const HOST_LEAF: &str = "agentgate-host";
+
 /// Enables the controllers for children of `base` and of `base/agentgate` (creating
 /// it); a v2 cgroup only has the controllers its parent's `subtree_control` lists.
 pub(super) fn delegate_controllers(base: &Path) -> Result<(), CgroupError> {
-    enable_controllers(base)?;
+    enable_controllers(base, &V2_CONTROLLERS, true)?;
     let folder = base.join(ROOT_FOLDER);
     make_dir(&folder, true)?;
-    enable_controllers(&folder)
+    enable_controllers(&folder, &V2_CONTROLLERS, false)
 }
 
-fn enable_controllers(dir: &Path) -> Result<(), CgroupError> {
+/// Enables `controllers` for the children of `dir`. When `dir` refuses because it holds
+/// processes and `may_move_self` is set, this process moves into [`HOST_LEAF`] below it
+/// and asks again; other processes left in `dir` still make it refuse.
+pub(super) fn enable_controllers(
+    dir: &Path,
+    controllers: &[&str],
+    may_move_self: bool,
+) -> Result<(), CgroupError> {
     let file = dir.join("cgroup.subtree_control");
     let enabled = std::fs::read_to_string(&file).map_err(|e| CgroupError::io("read", &file, e))?;
-    let missing = missing_controllers(&enabled);
+    let missing = missing_controllers(&enabled, controllers);
     if missing.is_empty() {
         return Ok(());
     }
-    write(&file, &missing)
+    match std::fs::write(&file, &missing) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) && may_move_self => {
+            move_self_into(&dir.join(HOST_LEAF))?;
+            write(&file, &missing)
+        }
+        Err(e) => Err(CgroupError::io(format!("write {missing:?} to"), &file, e)),
+    }
+}
+
+/// Moves this whole process (every thread) into `leaf`, creating it when missing.
+fn move_self_into(leaf: &Path) -> Result<(), CgroupError> {
+    make_dir(leaf, true)?;
+    write(&leaf.join("cgroup.procs"), &std::process::id().to_string())
 }
 
 /// The `+controller` words `subtree_control` needs beyond what it already `enabled`.
-fn missing_controllers(enabled: &str) -> String {
+fn missing_controllers(enabled: &str, controllers: &[&str]) -> String {
     let enabled: Vec<&str> = enabled.split_whitespace().collect();
-    V2_CONTROLLERS
+    controllers
         .iter()
         .filter(|c| !enabled.contains(c))
         .map(|c| format!("+{c}"))
@@ -151,8 +178,9 @@ mod tests {
 
     #[test]
     fn only_missing_controllers_are_enabled() {
-        assert_eq!(missing_controllers(""), "+memory +cpu +pids");
-        assert_eq!(missing_controllers("cpu io memory\n"), "+pids");
-        assert_eq!(missing_controllers("cpuset cpu memory pids\n"), "");
+        let missing = |enabled| missing_controllers(enabled, &V2_CONTROLLERS);
+        assert_eq!(missing(""), "+memory +cpu +pids");
+        assert_eq!(missing("cpu io memory\n"), "+pids");
+        assert_eq!(missing("cpuset cpu memory pids\n"), "");
     }
 }
