@@ -66,6 +66,7 @@ fn the_agent_cannot_see_or_touch_agentgates_home_or_other_homes() {
          echo pwned >> {target}/grants.yaml || true\n\
          for f in $(find / -name '*.cwasm' 2>/dev/null); do echo \"found $f\"; echo x > \"$f\"; done\n\
          ls /root /home /run 2>&1 || true\n\
+         tr '\\0' ' ' < /proc/1/cmdline > bwrap-cmdline.txt\n\
          echo done"
     ));
     let output = home.run_spec(&task_spec(
@@ -92,6 +93,16 @@ fn the_agent_cannot_see_or_touch_agentgates_home_or_other_homes() {
         stderr_log.contains(&target),
         "the attack did not run: {stderr_log}"
     );
+    // bubblewrap, pid 1 of the sandbox, shows its command but no host path (the
+    // agent's own script, which names the home it attacks, follows `-- sh -c`).
+    let cmdline = std::fs::read_to_string(workspace.path().join("bwrap-cmdline.txt")).unwrap();
+    let (bwrap, _agent) = cmdline
+        .split_once(" -- sh -c ")
+        .expect("the agent's command");
+    assert!(bwrap.contains("bwrap --args "), "{bwrap}");
+    for host_path in [target.as_str(), &workspace.path().display().to_string()] {
+        assert!(!bwrap.contains(host_path), "{host_path} in {bwrap}");
+    }
     // /root and /run are absent; /home holds only the sandbox's own HOME, and the
     // Landlock fence refuses even to list it.
     assert!(stdout.contains("cannot access '/root'"), "{stdout}");

@@ -209,7 +209,7 @@ impl Launch {
 /// The command that runs `launch`, and what must be done once it started.
 struct Prepared {
     command: tokio::process::Command,
-    /// Descriptors bubblewrap reads (seccomp programs, the init): kept open until the
+    /// Descriptors bubblewrap reads (its options, seccomp programs, the init): kept open until the
     /// child has been spawned, since it inherits them, then closed.
     handed_to_bwrap: Vec<OwnedFd>,
     bridge: Option<network::BridgePipes>,
@@ -254,17 +254,29 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
     }
     // SAFETY: geteuid/getegid have no preconditions.
     let ids = unsafe { (libc::geteuid(), libc::getegid()) };
-    let args = view.bwrap_args(
+    let invocation = view.bwrap_args(
         &launch.argv,
         &launch.cwd.to_string_lossy(),
         *network == NetworkMode::Host,
         ids,
         &fds,
     );
+    let options = memfd::sealed(c"agentgate-bwrap-args", &invocation.options_data()?)
+        .map_err(|e| Error::Unavailable(format!("preparing the sandbox's options: {e}")))?;
     let mut command = tokio::process::Command::new(bwrap);
-    command.args(args).current_dir("/");
+    command
+        .arg("--args")
+        .arg(options.as_raw_fd().to_string())
+        .arg("--")
+        .args(&invocation.command)
+        .current_dir("/");
     let inherited = fds.seccomp.iter().copied();
-    for fd in inherited.chain(fds.info).chain(fds.block).chain(fds.init) {
+    let bwrap_reads = [init.as_raw_fd(), options.as_raw_fd()];
+    for fd in inherited
+        .chain(fds.info)
+        .chain(fds.block)
+        .chain(bwrap_reads)
+    {
         inherit_fd(&mut command, fd);
     }
     // SAFETY: the closure makes only async-signal-safe calls (prctl, and the cgroup's
@@ -279,7 +291,7 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         });
     }
     let mut handed_to_bwrap = seccomp.fds;
-    handed_to_bwrap.push(init);
+    handed_to_bwrap.extend([init, options]);
     Ok(Prepared {
         command,
         handed_to_bwrap,

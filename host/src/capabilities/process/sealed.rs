@@ -128,7 +128,7 @@ impl SealedView {
         share_network: bool,
         (uid, gid): (u32, u32),
         fds: &BwrapFds,
-    ) -> Vec<OsString> {
+    ) -> BwrapInvocation {
         let mut args = Args::default();
         args.push(["--unshare-user", "--unshare-ipc", "--unshare-pid"]);
         args.push(["--unshare-uts", "--unshare-cgroup-try"]);
@@ -176,20 +176,24 @@ impl SealedView {
             args.push(["--perms", "0555", "--ro-bind-data", &fd.to_string()]);
             args.push([landlock::INIT_PATH]);
         }
-        args.push(["--chdir", cwd, "--"]);
-        match fds.init {
+        args.push(["--chdir", cwd]);
+        let argv = argv.iter().map(OsString::from).collect();
+        let command = match fds.init {
             Some(_) => {
                 let (readable, writable) = self.fence();
                 let fence = landlock::Fence {
                     readable,
                     writable,
-                    command: argv.iter().map(OsString::from).collect(),
+                    command: argv,
                 };
-                args.0.extend(fence.to_args());
+                fence.to_args()
             }
-            None => args.0.extend(argv.iter().map(OsString::from)),
+            None => argv,
+        };
+        BwrapInvocation {
+            options: args.0,
+            command,
         }
-        args.0
     }
 
     /// What the Landlock fence allows: read beneath the system folders, `/proc` and
@@ -211,6 +215,38 @@ impl SealedView {
             }
         }
         (readable, writable)
+    }
+}
+
+/// What bubblewrap is given for one spawn. The options name host paths (the binds'
+/// sources: the workspace, the run's folder under `AGENTGATE_HOME`), and bubblewrap
+/// stays in the sandbox as its pid 1, whose command line the agent can read; so the
+/// host hands the options over in a sealed memfd (`--args FD`) and only the command,
+/// which bubblewrap takes from its command line alone, is left there.
+#[derive(Debug, Clone)]
+pub struct BwrapInvocation {
+    pub options: Vec<OsString>,
+    pub command: Vec<OsString>,
+}
+
+impl BwrapInvocation {
+    /// The options as `--args` reads them, each ended by a NUL. An option that holds a
+    /// NUL would be read as several (a cwd of `/w\0--bind\0/\0/host` would bind the
+    /// host's root), so it is refused.
+    pub fn options_data(&self) -> Result<Vec<u8>, Error> {
+        let mut data = Vec::new();
+        for option in &self.options {
+            let bytes = option.as_encoded_bytes();
+            if bytes.contains(&0) {
+                return Err(super::invalid_spec(
+                    "cwd",
+                    format!("{option:?} contains a NUL byte"),
+                ));
+            }
+            data.extend_from_slice(bytes);
+            data.push(0);
+        }
+        Ok(data)
     }
 }
 
@@ -256,6 +292,7 @@ pub fn bubblewrap() -> Result<PathBuf, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsStr;
 
     fn mount(source: &str, target: &str, readonly: bool) -> Mount {
         Mount {
@@ -265,9 +302,15 @@ mod tests {
         }
     }
 
-    fn text(args: &[OsString]) -> String {
-        args.iter()
-            .map(|a| a.to_string_lossy().into_owned())
+    /// The whole invocation as one line, as bubblewrap reads it: options, `--`, command.
+    fn text(invocation: &BwrapInvocation) -> String {
+        let dashes = [OsString::from("--")];
+        let all = invocation
+            .options
+            .iter()
+            .chain(&dashes)
+            .chain(&invocation.command);
+        all.map(|a| a.to_string_lossy().into_owned())
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -356,6 +399,32 @@ mod tests {
         assert!(command.contains("--write /workspace"), "{command}");
         assert!(!command.contains("--write /data"), "{command}");
         assert!(command.ends_with("-- make"), "{command}");
+    }
+
+    #[test]
+    fn host_paths_stay_in_the_options_and_a_nul_cannot_add_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().to_str().unwrap();
+        let view = SealedView::new(vec![mount(source, "/workspace", false)]).unwrap();
+        let fds = BwrapFds {
+            init: Some(9),
+            ..BwrapFds::default()
+        };
+        let invocation = view.bwrap_args(&["make".into()], "/workspace", false, (0, 0), &fds);
+        let command = invocation.command.join(OsStr::new(" "));
+        assert!(!command.to_string_lossy().contains(source), "{command:?}");
+        let data = invocation.options_data().unwrap();
+        assert!(data.ends_with(b"--chdir\0/workspace\0"));
+        let options: Vec<&[u8]> = data[..data.len() - 1].split(|&b| b == 0).collect();
+        assert_eq!(options.len(), invocation.options.len());
+
+        let smuggled = "/workspace\0--bind\0/\0/host";
+        let invocation = view.bwrap_args(&["make".into()], smuggled, false, (0, 0), &fds);
+        let error = invocation.options_data().unwrap_err();
+        assert!(
+            matches!(error, Error::InvalidSpec(ref f) if f.path == "cwd"),
+            "{error:?}"
+        );
     }
 
     #[test]
