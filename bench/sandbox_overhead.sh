@@ -60,6 +60,11 @@ printf 'raw spawn of true:                 %8.2f ms\n' "$(bc -l <<<"$m_raw/1000"
 printf 'bwrap floor (%s):\n                                   %8.2f ms\n' "${bwrap_floor[*]}" "$(bc -l <<<"$m_floor/1000")"
 printf 'agentgate run, provider none:      %8.2f ms\n' "$(bc -l <<<"$m_none/1000")"
 printf 'agentgate run, provider subprocess:%8.2f ms\n' "$(bc -l <<<"$m_sub/1000")"
+# The same cost read pair by pair: less swayed by a burst of load on one side.
+added=()
+for i in "${!sub[@]}"; do added+=("$((sub[i] - none[i]))"); done
+m_added=$(median "${added[@]}")
 printf 'the sandbox itself adds:           %8.2f ms (target < 10 ms)\n' "$(bc -l <<<"($m_sub-$m_none)/1000")"
+printf '  median of the pairs\x27 differences: %6.2f ms\n' "$(bc -l <<<"$m_added/1000")"
 printf 'bubblewrap floor over a raw spawn: %8.2f ms\n' "$(bc -l <<<"($m_floor-$m_raw)/1000")"
 printf 'ratio subprocess / none:           %8.2f\n' "$(bc -l <<<"$m_sub/$m_none")"

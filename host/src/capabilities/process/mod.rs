@@ -209,8 +209,8 @@ impl Launch {
 /// The command that runs `launch`, and what must be done once it started.
 struct Prepared {
     command: tokio::process::Command,
-    /// Descriptors bubblewrap reads (its options, seccomp programs, the init): kept open until the
-    /// child has been spawned, since it inherits them, then closed.
+    /// Descriptors bubblewrap reads (its options, seccomp programs, the init): kept
+    /// open until the child has been spawned, since it inherits them, then closed.
     handed_to_bwrap: Vec<OwnedFd>,
     bridge: Option<network::BridgePipes>,
 }

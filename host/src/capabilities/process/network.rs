@@ -136,7 +136,6 @@ impl BridgePipes {
     }
 }
 
-/// Reads bubblewrap's `{"child-pid": N, ...}` from the info pipe.
 /// What to do when slirp4netns could not open the TUN device, as happens to users other
 /// than root where `/dev/net/tun` is not world read-writable.
 fn tun_hint(stderr: &str) -> &'static str {
@@ -148,6 +147,7 @@ fn tun_hint(stderr: &str) -> &'static str {
     }
 }
 
+/// Reads bubblewrap's `{"child-pid": N, ...}` from the info pipe.
 fn sandbox_pid(info: OwnedFd) -> Result<u32, Error> {
     let mut text = String::new();
     let mut file = std::fs::File::from(info);
