@@ -11,12 +11,14 @@
 //! and `exec`, where only async-signal-safe calls are allowed; the rest is a handful of
 //! files per version.
 
+mod clone_into;
 mod hierarchy;
 mod v1;
 mod v2;
 
 use std::ffi::CString;
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -118,6 +120,8 @@ pub struct Cgroup {
     dirs: Vec<PathBuf>,
     /// The file of every directory that `enter_self` writes after `fork`.
     entry_files: Vec<CString>,
+    /// v2: the directory, for starting processes in it rather than moving them there.
+    v2_dir: Option<OwnedFd>,
     created: Instant,
     /// Highest memory sampled, for kernels without a peak counter.
     peak_seen: AtomicU64,
@@ -203,6 +207,7 @@ impl Cgroup {
             backend: Backend::new(layout, name),
             dirs: Vec::new(),
             entry_files: Vec::new(),
+            v2_dir: None,
             created: Instant::now(),
             peak_seen: AtomicU64::new(0),
         };
@@ -226,18 +231,31 @@ impl Cgroup {
         }
         match &cgroup.backend {
             Backend::V1(dirs) => dirs.apply(limits)?,
-            Backend::V2(dir) => dir.apply(limits)?,
+            Backend::V2(dir) => {
+                dir.apply(limits)?;
+                cgroup.v2_dir = Some(v2::open(&dir.path)?);
+            }
         }
         cgroup.created = Instant::now();
         Ok(cgroup)
     }
 
-    /// Moves the calling process into the cgroup (every hierarchy of it).
+    /// Puts the calling process into the cgroup (every hierarchy of it).
     ///
     /// Async-signal-safe, for a `pre_exec` closure between `fork` and `exec`: only
-    /// `open`, `write` and `close` on paths prepared at `create`, no allocation. The
-    /// child of a `fork` has one thread, so moving that thread moves the process.
+    /// system calls on paths and descriptors prepared at `create`, no allocation. v1
+    /// moves the calling thread (the child of a `fork` has one, so that moves the
+    /// process). v2 continues in a new child started inside the cgroup, the caller
+    /// staying behind as its waiter (see [`clone_into`]); where the kernel cannot do
+    /// that, the process moves itself.
     pub fn enter_self(&self) -> io::Result<()> {
+        if let Some(dir) = &self.v2_dir {
+            match clone_into::continue_in(dir.as_raw_fd()) {
+                Ok(()) => return Ok(()),
+                Err(e) if clone_into::unsupported(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
         for file in &self.entry_files {
             // SAFETY: `file` is a NUL-terminated path that outlives the call; open,
             // write and close are async-signal-safe. "0" names the writing thread.
@@ -345,6 +363,7 @@ impl Cgroup {
                 backend,
                 dirs,
                 entry_files: Vec::new(),
+                v2_dir: None,
                 created: Instant::now(),
                 peak_seen: AtomicU64::new(0),
             });

@@ -381,13 +381,7 @@ fn a_host_in_the_v2_cgroup_it_delegates_from_moves_itself_into_a_leaf() {
     // cgroup) that holds the host and must enable controllers for the sandboxes. It is
     // played with any controller the unified hierarchy offers: on this machine's hybrid
     // layout memory, cpu and pids belong to v1, but the rule is the same for each.
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let root = mountinfo
-        .lines()
-        .filter_map(|line| line.split_once(" - "))
-        .find(|(_, right)| right.starts_with("cgroup2 "))
-        .map(|(left, _)| PathBuf::from(left.split(' ').nth(4).unwrap()))
-        .expect("this test needs a cgroup2 mount");
+    let root = cgroup2_root();
     let offered = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap();
     let controller = offered
         .split_whitespace()
@@ -452,4 +446,80 @@ fn host_in_delegated_cgroup(dir: &Path) {
     // Asked again (the next run of the same host), nothing moves and nothing fails.
     v2::enable_controllers(dir, &[controller.as_str()], true).unwrap();
     assert_eq!(std::fs::read_to_string("/proc/self/cgroup").unwrap(), own);
+}
+
+/// Where the unified (v2) hierarchy is mounted; the tests of the v2 mechanics need one.
+fn cgroup2_root() -> PathBuf {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    mountinfo
+        .lines()
+        .filter_map(|line| line.split_once(" - "))
+        .find(|(_, right)| right.starts_with("cgroup2 "))
+        .map(|(left, _)| PathBuf::from(left.split(' ').nth(4).unwrap()))
+        .expect("this test needs a cgroup2 mount")
+}
+
+/// A v2 cgroup for one test, made without limits: the unified hierarchy of this
+/// machine's hybrid layout offers no memory, cpu or pids controller, and joining
+/// does not depend on them.
+fn bare_v2_cgroup(tag: &str) -> Arc<Cgroup> {
+    let base = cgroup2_root();
+    let path = base.join(format!("test-{}-{tag}", std::process::id()));
+    std::fs::create_dir(&path).unwrap();
+    let entry = CString::new(path.join("cgroup.procs").as_os_str().as_bytes()).unwrap();
+    Arc::new(Cgroup {
+        v2_dir: Some(v2::open(&path).unwrap()),
+        backend: Backend::V2(v2::Dir {
+            base,
+            path: path.clone(),
+        }),
+        dirs: vec![path],
+        entry_files: vec![entry],
+        created: Instant::now(),
+        peak_seen: AtomicU64::new(0),
+    })
+}
+
+/// The v2 cgroup `pid` is in, from `/proc/PID/cgroup`.
+fn v2_cgroup_of(pid: u32) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn a_v2_process_starts_inside_the_cgroup_and_its_waiter_ends_as_it_ends() {
+    let cgroup = bare_v2_cgroup("born");
+    let name = format!("/test-{}-born", std::process::id());
+
+    // Its output reaches the pipe, and its exit code is the waiter's.
+    let mut child = spawn_in(
+        &cgroup,
+        "grep '^0::' /proc/self/cgroup; exit 7",
+        Stdio::piped(),
+    );
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.trim_end().ends_with(&name), "{line}");
+    assert_eq!(child.wait().unwrap().code(), Some(7));
+
+    // The process Command started stays outside, waiting; the one inside is killed
+    // with the cgroup, and the waiter ends by the same signal.
+    let mut child = spawn_in(&cgroup, "sleep 30", Stdio::null());
+    let procs = cgroup.dirs[0].join("cgroup.procs");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while read_pids(&procs).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let inside = read_pids(&procs);
+    assert_eq!(inside.len(), 1, "{inside:?}");
+    assert_ne!(inside[0], child.id() as libc::pid_t);
+    assert!(!v2_cgroup_of(child.id()).ends_with(&name));
+    cgroup.kill_all();
+    assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL));
+    assert!(read_pids(&procs).is_empty());
 }

@@ -74,6 +74,17 @@ fn missing_controllers(enabled: &str, controllers: &[&str]) -> String {
         .join(" ")
 }
 
+/// A descriptor of the cgroup directory `path`, for `CLONE_INTO_CGROUP`.
+pub(super) fn open(path: &Path) -> Result<std::os::fd::OwnedFd, CgroupError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(path)
+        .map(Into::into)
+        .map_err(|e| CgroupError::io("open", path, e))
+}
+
 impl Dir {
     pub(super) fn apply(&self, limits: &CgroupLimits) -> Result<(), CgroupError> {
         if let Some(bytes) = limits.memory_bytes {
