@@ -641,6 +641,25 @@ fn codex_401_fails_clearly() {
 /// links (`ldd`), copied from this machine; no image registry is reachable here.
 const GLIBC_IMAGE: &str = "agentgate-test/glibc-busybox:1";
 
+/// The gateway from `GATEWAY|SUBNET` as `docker network inspect` prints the bridge's
+/// IPAM config. An engine may record only the subnet (Docker 20.10 does for a default
+/// bridge it found already set up); the gateway is then, as Docker documents for its
+/// default IPAM driver, the subnet's first address.
+fn bridge_gateway(ipam: &str) -> Result<std::net::IpAddr, String> {
+    let (gateway, subnet) = ipam.split_once('|').unwrap_or((ipam, ""));
+    if !gateway.is_empty() {
+        return gateway
+            .parse()
+            .map_err(|e| format!("bridge gateway {gateway:?}: {e}"));
+    }
+    let network: std::net::Ipv4Addr = subnet
+        .split_once('/')
+        .map_or(subnet, |(address, _)| address)
+        .parse()
+        .map_err(|e| format!("bridge subnet {subnet:?} (and no gateway): {e}"))?;
+    Ok(std::net::Ipv4Addr::from(u32::from(network) + 1).into())
+}
+
 /// The Docker bridge's gateway address (what containers reach the host by), after
 /// building the test image; `None` (after a loud message) without an engine outside CI.
 fn docker_gateway() -> Option<std::net::IpAddr> {
@@ -652,7 +671,7 @@ fn docker_gateway() -> Option<std::net::IpAddr> {
                 "inspect",
                 "bridge",
                 "--format",
-                "{{(index .IPAM.Config 0).Gateway}}",
+                "{{(index .IPAM.Config 0).Gateway}}|{{(index .IPAM.Config 0).Subnet}}",
             ])
             .output()
             .map_err(|e| format!("cannot run `docker`: {e}"))?;
@@ -662,10 +681,7 @@ fn docker_gateway() -> Option<std::net::IpAddr> {
                 String::from_utf8_lossy(&inspect.stderr)
             ));
         }
-        let ip = String::from_utf8_lossy(&inspect.stdout)
-            .trim()
-            .parse()
-            .map_err(|e| format!("bridge gateway: {e}"))?;
+        let ip = bridge_gateway(String::from_utf8_lossy(&inspect.stdout).trim())?;
         build_glibc_image()?;
         Ok(ip)
     });
