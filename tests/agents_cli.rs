@@ -642,9 +642,9 @@ fn codex_401_fails_clearly() {
 const GLIBC_IMAGE: &str = "agentgate-test/glibc-busybox:1";
 
 /// The gateway from `GATEWAY|SUBNET` as `docker network inspect` prints the bridge's
-/// IPAM config. An engine may record only the subnet (Docker 20.10 does for a default
-/// bridge it found already set up); the gateway is then, as Docker documents for its
-/// default IPAM driver, the subnet's first address.
+/// IPAM config. An engine may record only the subnet (Docker 20.10 did on one of our
+/// machines); the gateway is then, as Docker documents for its default IPAM driver,
+/// the subnet's first address.
 fn bridge_gateway(ipam: &str) -> Result<std::net::IpAddr, String> {
     let (gateway, subnet) = ipam.split_once('|').unwrap_or((ipam, ""));
     if !gateway.is_empty() {
