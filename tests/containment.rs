@@ -665,38 +665,38 @@ impl DelegatedCgroup {
 
     /// Every cgroup below the delegated one, in one hierarchy.
     fn descendants(&self) -> Vec<std::path::PathBuf> {
-        let mut found = Vec::new();
-        let mut stack = vec![self.dirs[0].clone()];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-                if entry.path().is_dir() {
-                    found.push(entry.path());
-                    stack.push(entry.path());
-                }
-            }
-        }
-        found
+        assert!(self.dirs[0].is_dir(), "{} is gone", self.dirs[0].display());
+        dirs_below(&self.dirs[0])
     }
 }
 
 impl Drop for DelegatedCgroup {
     fn drop(&mut self) {
         for dir in &self.dirs {
-            let mut all = vec![dir.clone()];
-            let mut i = 0;
-            while i < all.len() {
-                for entry in std::fs::read_dir(&all[i]).into_iter().flatten().flatten() {
-                    if entry.path().is_dir() {
-                        all.push(entry.path());
-                    }
-                }
-                i += 1;
+            // Children before parents: a cgroup is removed only once it has none.
+            for below in dirs_below(dir).iter().rev() {
+                let _ = std::fs::remove_dir(below);
             }
-            for dir in all.iter().rev() {
-                let _ = std::fs::remove_dir(dir);
-            }
+            let _ = std::fs::remove_dir(dir);
         }
     }
+}
+
+/// Every directory below `root`, each parent before its children; none when `root`
+/// cannot be read.
+fn dirs_below(root: &Path) -> Vec<std::path::PathBuf> {
+    let children = |dir: &Path| -> Vec<std::path::PathBuf> {
+        let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
+        entries.map(|e| e.path()).filter(|p| p.is_dir()).collect()
+    };
+    let mut found = children(root);
+    let mut i = 0;
+    while i < found.len() {
+        let below = children(&found[i]);
+        found.extend(below);
+        i += 1;
+    }
+    found
 }
 
 #[test]

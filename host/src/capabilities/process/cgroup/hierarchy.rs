@@ -68,9 +68,14 @@ impl Layout {
         // A host that moved itself into its leaf still delegates from the cgroup above.
         let place_v2 = |mount: &Mount, own: Option<&str>| -> PathBuf {
             let own = own.map(|path| {
-                path.strip_suffix(HOST_LEAF)
-                    .and_then(|parent| parent.strip_suffix('/'))
-                    .map_or(path, |parent| if parent.is_empty() { "/" } else { parent })
+                match path
+                    .strip_suffix(HOST_LEAF)
+                    .and_then(|p| p.strip_suffix('/'))
+                {
+                    Some("") => "/",
+                    Some(parent) => parent,
+                    None => path,
+                }
             });
             place(mount, own)
         };
@@ -133,18 +138,18 @@ impl Layout {
 
 /// One cgroup filesystem line of `/proc/self/mountinfo`.
 #[derive(Debug)]
-struct Mount {
+pub(super) struct Mount {
     /// The hierarchy path shown at the mount point (not `/` without a cgroup namespace
     /// inside some containers).
     root: String,
-    point: PathBuf,
-    fstype: String,
+    pub(super) point: PathBuf,
+    pub(super) fstype: String,
     options: Vec<String>,
 }
 
 impl Mount {
     /// `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue`
-    fn parse(line: &str) -> Option<Mount> {
+    pub(super) fn parse(line: &str) -> Option<Mount> {
         let (left, right) = line.split_once(" - ")?;
         let left: Vec<&str> = left.split(' ').collect();
         let mut right = right.split(' ');

@@ -453,9 +453,9 @@ fn cgroup2_root() -> PathBuf {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     mountinfo
         .lines()
-        .filter_map(|line| line.split_once(" - "))
-        .find(|(_, right)| right.starts_with("cgroup2 "))
-        .map(|(left, _)| PathBuf::from(left.split(' ').nth(4).unwrap()))
+        .filter_map(hierarchy::Mount::parse)
+        .find(|m| m.fstype == "cgroup2")
+        .map(|m| m.point)
         .expect("this test needs a cgroup2 mount")
 }
 
