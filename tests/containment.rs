@@ -730,6 +730,7 @@ fn an_unprivileged_user_in_a_delegated_cgroup_gets_the_whole_sandbox() {
          unshare -U true && echo UNSHARE-WORKED\n\
          nsenter --net=/proc/1/ns/net true && echo NSENTER-WORKED\n\
          cat /proc/$PPID/environ /proc/1/environ | tr '\\0' '\\n'\n\
+         tr '\\0' ' ' < /proc/1/cmdline > bwrap-cmdline.txt\n\
          setsid sleep 301.401 &\n\
          echo done"
     );
@@ -757,6 +758,14 @@ fn an_unprivileged_user_in_a_delegated_cgroup_gets_the_whole_sandbox() {
         assert!(!stdout.contains(worked), "{worked}: {stdout}");
     }
     assert!(!run.home.dir.path().join("grants.yaml").exists());
+    let cmdline = std::fs::read_to_string(run.workspace.path().join("bwrap-cmdline.txt")).unwrap();
+    let (bwrap, _agent) = cmdline
+        .split_once(" -- sh -c ")
+        .expect("the agent's command");
+    assert!(bwrap.contains("bwrap --args "), "{bwrap}");
+    for host_path in [home.clone(), run.workspace.path().display().to_string()] {
+        assert!(!bwrap.contains(&host_path), "{host_path} in {bwrap}");
+    }
     assert!(
         eventually(5, || processes_with_arg("301.401").is_empty()),
         "a setsid descendant outlived the run"
