@@ -7,7 +7,7 @@
 //! the exec's host pid, and the command and everything it started are frozen and
 //! killed there (the container's own init and other execs are left alone).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -258,44 +258,68 @@ impl Kill for ExecKiller {
     }
 }
 
-/// Freezes then kills `root` and all its descendants, until none is left (a fork
-/// bomb keeps forking while it is being killed, a stopped one cannot).
+/// How long a round of [`kill_tree`] waits for the processes it stopped to be stopped.
+const STOP_SETTLE: Duration = Duration::from_millis(50);
+
+/// Freezes `root` and every descendant until no new one appears, then kills them all.
+///
+/// A stopped process cannot fork, so once every process listed is seen stopped a
+/// fresh listing is complete; a fork bomb is caught whole. Killing only after the
+/// whole tree is frozen keeps children from being reparented out of reach.
 fn kill_tree(root: libc::pid_t) {
+    let mut frozen = HashSet::new();
     for _ in 0..20 {
-        let tree = descendants(root);
-        if tree.is_empty() {
-            return;
+        let new: Vec<_> = descendants(root)
+            .into_iter()
+            .filter(|pid| !frozen.contains(pid))
+            .collect();
+        if new.is_empty() {
+            break;
         }
-        for &pid in &tree {
+        for &pid in &new {
             // SAFETY: kill has no memory-safety preconditions.
             unsafe { libc::kill(pid, libc::SIGSTOP) };
+            frozen.insert(pid);
         }
-        for &pid in &tree {
-            // SAFETY: as above.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+        let settle = std::time::Instant::now() + STOP_SETTLE;
+        while !new.iter().all(|&pid| is_stopped_or_gone(pid)) && std::time::Instant::now() < settle
+        {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
+    for &pid in &frozen {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+/// A process's state letter and parent, from `/proc/<pid>/stat`.
+fn state_and_parent(pid: libc::pid_t) -> Option<(char, libc::pid_t)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid ...`; comm may hold anything, so parse after `)`.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+fn is_stopped_or_gone(pid: libc::pid_t) -> bool {
+    state_and_parent(pid).is_none_or(|(state, _)| matches!(state, 'T' | 't' | 'Z' | 'X'))
 }
 
 /// `root` (while alive) and every live process below it, from the host's /proc.
 fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
     let mut children: HashMap<libc::pid_t, Vec<libc::pid_t>> = HashMap::new();
-    let mut alive = std::collections::HashSet::new();
+    let mut alive = HashSet::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        let Some((state, ppid)) = state_and_parent(pid) else {
             continue;
         };
-        // `pid (comm) state ppid ...`; comm may hold anything, so parse after `)`.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next().unwrap_or("");
-        let ppid: libc::pid_t = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        if state != "Z" && state != "X" {
+        if !matches!(state, 'Z' | 'X') {
             alive.insert(pid);
         }
         children.entry(ppid).or_default().push(pid);
@@ -315,6 +339,8 @@ fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::process::CommandExt;
+
     use super::*;
 
     #[test]
@@ -347,12 +373,62 @@ mod tests {
         kill_tree(root);
         let _ = child.wait();
         assert!(descendants(root).is_empty());
-        for pid in &tree[1..] {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            assert!(
-                stat.is_empty() || stat.contains(") Z"),
-                "{pid} survived: {stat}"
-            );
+        // SIGKILL is delivered when the process next runs; on a loaded machine
+        // that may be a moment after kill_tree returns.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !tree[1..].iter().all(|&pid| is_dead(pid)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
         }
+        for &pid in &tree[1..] {
+            assert!(is_dead(pid), "{pid} survived: {:?}", state_and_parent(pid));
+        }
+    }
+
+    #[test]
+    fn a_forking_tree_is_frozen_whole_and_killed() {
+        // Every shell keeps forking copies of itself (to a bounded depth) while it is
+        // killed; one that slipped out would be reparented and keep the group alive.
+        let script = "f() { [ $1 -lt 5 ] || exec sleep 60; \
+                      for i in 1 2 3; do (f $(($1 + 1))) & sleep 0.02; done; wait; }; f 0";
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", script])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let root = child.id() as libc::pid_t;
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while descendants(root).len() < 20 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        kill_tree(root);
+        let _ = child.wait();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !live_members(root).is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(live_members(root), Vec::<libc::pid_t>::new());
+    }
+
+    fn is_dead(pid: libc::pid_t) -> bool {
+        state_and_parent(pid).is_none_or(|(state, _)| matches!(state, 'Z' | 'X'))
+    }
+
+    /// Live processes in process group `group`, wherever they were reparented.
+    fn live_members(group: libc::pid_t) -> Vec<libc::pid_t> {
+        let mut members = Vec::new();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                continue;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            if fields.get(2) == Some(&group.to_string().as_str()) && !is_dead(pid) {
+                members.push(pid);
+            }
+        }
+        members
     }
 }
