@@ -509,7 +509,8 @@ fn a_v2_process_starts_inside_the_cgroup_and_its_waiter_ends_as_it_ends() {
 
     // The process Command started stays outside, waiting; the one inside is killed
     // with the cgroup, and the waiter ends by the same signal.
-    let mut child = spawn_in(&cgroup, "sleep 30", Stdio::null());
+    // `exec`, so the shell does not fork and exactly one process is inside.
+    let mut child = spawn_in(&cgroup, "exec sleep 30", Stdio::null());
     let procs = cgroup.dirs[0].join("cgroup.procs");
     let deadline = Instant::now() + Duration::from_secs(10);
     while read_pids(&procs).is_empty() && Instant::now() < deadline {
