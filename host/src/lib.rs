@@ -11,6 +11,7 @@ pub mod capabilities;
 pub mod cli;
 pub mod engine;
 pub mod escape;
+pub mod procfs;
 pub mod record;
 pub mod registry;
 pub mod runtime;

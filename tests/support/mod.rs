@@ -41,17 +41,6 @@ pub fn shell_agent(script: &str) -> String {
     )
 }
 
-/// Whether process `pid` is gone (or a zombie waiting to be reaped, which runs nothing).
-pub fn process_is_dead(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-            .unwrap_or(false),
-    }
-}
-
 /// Polls `check` for up to `secs` seconds. Used for things the kernel finishes
 /// asynchronously (reaping), never to time the code under test.
 pub fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
@@ -151,21 +140,14 @@ pub fn local_subprocess(workspace: &Path, readonly: bool, timeout: &str, agent: 
 /// Host pids of live processes whose command line has `arg` as one argument. Processes
 /// in a sandbox have other pids inside it, so tests find them by a unique argument.
 pub fn processes_with_arg(arg: &str) -> Vec<i32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
+    let has_arg = |pid: i32| {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if cmdline.split(|&b| b == 0).any(|a| a == arg.as_bytes()) && !process_is_dead(pid) {
-            found.push(pid);
-        }
-    }
-    found
+        cmdline.split(|&b| b == 0).any(|a| a == arg.as_bytes())
+    };
+    agentgate::procfs::pids()
+        .expect("/proc is readable")
+        .filter(|&pid| has_arg(pid) && !agentgate::procfs::is_dead(pid))
+        .collect()
 }
 
 /// The busybox-only image the Docker tests run (no registry is reachable here).

@@ -9,6 +9,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::procfs::Stat;
+
 /// The identity of an `agentgate` process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
@@ -107,29 +109,14 @@ impl FromStr for Owner {
     }
 }
 
-/// The start time of `pid`, or `None` when no such process exists.
+/// The start time of `pid`, or `None` when no such process exists. A zombie still has
+/// its start time, but it is dead for every purpose here.
 fn start_ticks(pid: u32) -> std::io::Result<Option<u64>> {
-    let stat = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    // The command name (field 2) is in parentheses and may hold spaces and ')': the
-    // fields after it start at the last ')'. Field 22 is the 20th after it.
-    let after = stat
-        .rfind(')')
-        .map(|i| &stat[i + 1..])
-        .ok_or_else(|| std::io::Error::other(format!("/proc/{pid}/stat is malformed")))?;
-    // A zombie still has its start time, but it is dead for every purpose here.
-    let mut fields = after.split_whitespace();
-    if fields.next() == Some("Z") {
-        return Ok(None);
-    }
-    fields
-        .nth(18)
-        .and_then(|f| f.parse().ok())
-        .map(Some)
-        .ok_or_else(|| std::io::Error::other(format!("/proc/{pid}/stat has no start time")))
+    let pid = libc::pid_t::try_from(pid).map_err(std::io::Error::other)?;
+    let stat = Stat::read(pid)?;
+    Ok(stat
+        .filter(|stat| stat.state != 'Z')
+        .map(|stat| stat.start_ticks))
 }
 
 fn boot_id() -> std::io::Result<String> {

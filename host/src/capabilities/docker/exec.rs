@@ -25,6 +25,7 @@ use super::client;
 use super::container::Container;
 use crate::capabilities::execution::{Execution, Kill, MAX_CHUNK};
 use crate::capabilities::invalid_spec;
+use crate::procfs::{self, Stat};
 use crate::runtime::bindings::execution::{Output, OutputChunk};
 use crate::runtime::bindings::types::{Error, ExecRequest, ExitStatus, OutputPipe};
 
@@ -282,8 +283,8 @@ fn kill_tree(root: libc::pid_t) {
             frozen.insert(pid);
         }
         let settle = std::time::Instant::now() + STOP_SETTLE;
-        while !new.iter().all(|&pid| is_stopped_or_gone(pid)) && std::time::Instant::now() < settle
-        {
+        let settled = |pid| Stat::of(pid).is_none_or(|stat| stat.is_stopped_or_dead());
+        while !new.iter().copied().all(settled) && std::time::Instant::now() < settle {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
@@ -293,36 +294,19 @@ fn kill_tree(root: libc::pid_t) {
     }
 }
 
-/// A process's state letter and parent, from `/proc/<pid>/stat`.
-fn state_and_parent(pid: libc::pid_t) -> Option<(char, libc::pid_t)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid ...`; comm may hold anything, so parse after `)`.
-    let (_, rest) = stat.rsplit_once(')')?;
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    Some((state, ppid))
-}
-
-fn is_stopped_or_gone(pid: libc::pid_t) -> bool {
-    state_and_parent(pid).is_none_or(|(state, _)| matches!(state, 'T' | 't' | 'Z' | 'X'))
-}
-
 /// `root` (while alive) and every live process below it, from the host's /proc.
 fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
     let mut children: HashMap<libc::pid_t, Vec<libc::pid_t>> = HashMap::new();
     let mut alive = HashSet::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+    // Without a readable /proc there is nothing to be found, so nothing to stop.
+    for pid in procfs::pids().into_iter().flatten() {
+        let Some(stat) = Stat::of(pid) else {
             continue;
         };
-        let Some((state, ppid)) = state_and_parent(pid) else {
-            continue;
-        };
-        if !matches!(state, 'Z' | 'X') {
+        if !stat.is_dead() {
             alive.insert(pid);
         }
-        children.entry(ppid).or_default().push(pid);
+        children.entry(stat.parent).or_default().push(pid);
     }
     let mut out = Vec::new();
     let mut stack = vec![root];
@@ -376,11 +360,13 @@ mod tests {
         // SIGKILL is delivered when the process next runs; on a loaded machine
         // that may be a moment after kill_tree returns.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !tree[1..].iter().all(|&pid| is_dead(pid)) && std::time::Instant::now() < deadline {
+        while !tree[1..].iter().all(|&pid| procfs::is_dead(pid))
+            && std::time::Instant::now() < deadline
+        {
             std::thread::sleep(Duration::from_millis(10));
         }
         for &pid in &tree[1..] {
-            assert!(is_dead(pid), "{pid} survived: {:?}", state_and_parent(pid));
+            assert!(procfs::is_dead(pid), "{pid} survived: {:?}", Stat::of(pid));
         }
     }
 
@@ -409,26 +395,9 @@ mod tests {
         assert_eq!(live_members(root), Vec::<libc::pid_t>::new());
     }
 
-    fn is_dead(pid: libc::pid_t) -> bool {
-        state_and_parent(pid).is_none_or(|(state, _)| matches!(state, 'Z' | 'X'))
-    }
-
     /// Live processes in process group `group`, wherever they were reparented.
     fn live_members(group: libc::pid_t) -> Vec<libc::pid_t> {
-        let mut members = Vec::new();
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
-                continue;
-            };
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let Some((_, rest)) = stat.rsplit_once(')') else {
-                continue;
-            };
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            if fields.get(2) == Some(&group.to_string().as_str()) && !is_dead(pid) {
-                members.push(pid);
-            }
-        }
-        members
+        let member = |pid| Stat::of(pid).is_some_and(|s| s.process_group == group && !s.is_dead());
+        procfs::pids().unwrap().filter(|&pid| member(pid)).collect()
     }
 }

@@ -537,18 +537,13 @@ mod tests {
         // Dead means gone, or a zombie waiting for init to reap it. SIGKILL is
         // delivered at once but a busy kernel may take a moment to tear the process
         // down, so the state is polled for a bounded time (this times nothing).
-        let state =
-            || std::fs::read_to_string(format!("/proc/{grandchild}/stat")).unwrap_or_default();
-        let dead = || {
-            state()
-                .rsplit_once(')')
-                .is_none_or(|(_, rest)| rest.trim_start().starts_with('Z'))
-        };
+        let dead = || crate::procfs::is_dead(grandchild);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while !dead() && std::time::Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        assert!(dead(), "the grandchild survived: {}", state());
+        let stat = crate::procfs::Stat::of(grandchild);
+        assert!(dead(), "the grandchild survived: {stat:?}");
     }
 
     #[tokio::test]

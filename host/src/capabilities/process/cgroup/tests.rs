@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::procfs::Stat;
 
 const MIB: u64 = 1024 * 1024;
 
@@ -51,16 +52,11 @@ fn spawn_in(cgroup: &Arc<Cgroup>, script: &str, stdout: Stdio) -> Child {
 
 /// `R`, `S`, `Z`, ... from `/proc/<pid>/stat`, or `None` when the process is gone.
 fn process_state(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses; the state follows the last ')'.
-    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+    Stat::of(pid).map(|stat| stat.state)
 }
 
 fn session_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
-    // After the name: state, ppid, pgrp, session.
-    fields.get(3)?.parse().ok()
+    Stat::of(pid).map(|stat| stat.session)
 }
 
 fn pids_dir(cgroup: &Cgroup) -> &Path {
