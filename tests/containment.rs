@@ -47,6 +47,21 @@ fn files_of_tree(root: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// The agent saved bubblewrap's command line (`tr '\0' ' ' < /proc/1/cmdline >
+/// bwrap-cmdline.txt`): bubblewrap, pid 1 of the sandbox, shows its command but neither
+/// the workspace nor agentgate's home. The agent's own script, which names the home it
+/// attacks, follows `-- sh -c`.
+fn assert_no_host_path_on_bwraps_command_line(workspace: &Path, home: &str) {
+    let cmdline = std::fs::read_to_string(workspace.join("bwrap-cmdline.txt")).unwrap();
+    let (bwrap, _agent) = cmdline
+        .split_once(" -- sh -c ")
+        .expect("the agent's command");
+    assert!(bwrap.contains("bwrap --args "), "{bwrap}");
+    for host_path in [home, &workspace.display().to_string()] {
+        assert!(!bwrap.contains(host_path), "{host_path} in {bwrap}");
+    }
+}
+
 #[test]
 fn the_agent_cannot_see_or_touch_agentgates_home_or_other_homes() {
     let home = Home::new();
@@ -93,16 +108,7 @@ fn the_agent_cannot_see_or_touch_agentgates_home_or_other_homes() {
         stderr_log.contains(&target),
         "the attack did not run: {stderr_log}"
     );
-    // bubblewrap, pid 1 of the sandbox, shows its command but no host path (the
-    // agent's own script, which names the home it attacks, follows `-- sh -c`).
-    let cmdline = std::fs::read_to_string(workspace.path().join("bwrap-cmdline.txt")).unwrap();
-    let (bwrap, _agent) = cmdline
-        .split_once(" -- sh -c ")
-        .expect("the agent's command");
-    assert!(bwrap.contains("bwrap --args "), "{bwrap}");
-    for host_path in [target.as_str(), &workspace.path().display().to_string()] {
-        assert!(!bwrap.contains(host_path), "{host_path} in {bwrap}");
-    }
+    assert_no_host_path_on_bwraps_command_line(workspace.path(), &target);
     // /root and /run are absent; /home holds only the sandbox's own HOME, and the
     // Landlock fence refuses even to list it.
     assert!(stdout.contains("cannot access '/root'"), "{stdout}");
@@ -758,14 +764,7 @@ fn an_unprivileged_user_in_a_delegated_cgroup_gets_the_whole_sandbox() {
         assert!(!stdout.contains(worked), "{worked}: {stdout}");
     }
     assert!(!run.home.dir.path().join("grants.yaml").exists());
-    let cmdline = std::fs::read_to_string(run.workspace.path().join("bwrap-cmdline.txt")).unwrap();
-    let (bwrap, _agent) = cmdline
-        .split_once(" -- sh -c ")
-        .expect("the agent's command");
-    assert!(bwrap.contains("bwrap --args "), "{bwrap}");
-    for host_path in [home.clone(), run.workspace.path().display().to_string()] {
-        assert!(!bwrap.contains(&host_path), "{host_path} in {bwrap}");
-    }
+    assert_no_host_path_on_bwraps_command_line(run.workspace.path(), &home);
     assert!(
         eventually(5, || processes_with_arg("301.401").is_empty()),
         "a setsid descendant outlived the run"
