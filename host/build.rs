@@ -6,6 +6,9 @@
 //! the same way (see `capabilities::process::landlock`). The test fixture plugins under `tests/fixtures/plugins/` are built
 //! alongside (not embedded) for the integration tests. Each crate is built on its own
 //! because each enables a different world feature of the SDK.
+//!
+//! First of all, the toolchain gets the `wasm32-wasip2` target if it lacks it
+//! (`.cargo/wasm32-wasip2-target`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,6 +16,7 @@ use std::process::Command;
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let root = manifest_dir.parent().unwrap().to_path_buf();
+    ensure_wasm_target(&root);
     for dir in [
         "wit",
         "plugin-sdk",
@@ -56,6 +60,27 @@ fn main() {
     );
 }
 
+/// Adds the `wasm32-wasip2` target to the toolchain cargo builds with, through the
+/// rustup that manages it, when the target is missing; exits with the command to run
+/// when it cannot. Cargo ran the same script before compiling anything (it is the
+/// workspace's rustc wrapper) and stopped there if no rustup could add the target; it
+/// runs again here because the wrapper may have been replaced (`cargo clippy`) and
+/// because cargo shows this script's warnings, not the wrapper's.
+fn ensure_wasm_target(root: &Path) {
+    let script = root.join(".cargo/wasm32-wasip2-target");
+    println!("cargo:rerun-if-changed={}", script.display());
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let status = Command::new(&script)
+        .arg("--add")
+        .arg(rustc)
+        .status()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    if !status.success() {
+        // The script said what is missing and how to add it.
+        std::process::exit(1);
+    }
+}
+
 /// Builds every crate in `dir`; returns (crate name, .wasm path) sorted by name.
 fn build_all(root: &Path, dir: &Path, target_dir: &Path) -> Vec<(String, PathBuf)> {
     let mut crates: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -92,9 +117,7 @@ fn build_plugin(root: &Path, name: &str, target_dir: &Path) -> PathBuf {
         .status()
         .expect("running cargo to build a plugin");
     if !status.success() {
-        panic!(
-            "building plugin {name} for wasm32-wasip2 failed; is the target installed? (rustup target add wasm32-wasip2)"
-        );
+        panic!("building plugin {name} for wasm32-wasip2 failed");
     }
     let wasm = target_dir
         .join("wasm32-wasip2/release")

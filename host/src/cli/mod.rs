@@ -5,6 +5,7 @@
 //! run timed out; 130 the run was interrupted (SIGINT, SIGTERM, SIGHUP or SIGQUIT, at
 //! any point).
 
+mod completions;
 mod gc;
 mod interrupt;
 mod plugins;
@@ -79,6 +80,8 @@ enum Command {
     Sandboxes(sandboxes::SandboxesArgs),
     /// Clean up after runs whose agentgate died: containers, processes, cgroups, folders.
     Gc(gc::GcArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
 }
 
 /// Exit code for invalid input.
@@ -140,6 +143,7 @@ impl Cli {
             Command::Plugins(command) => plugins::run(self, command).await,
             Command::Sandboxes(args) => sandboxes::run(self, args),
             Command::Gc(args) => gc::run(self, args).await,
+            Command::Completions(args) => completions::print(args),
         }
     }
 
