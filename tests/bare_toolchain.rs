@@ -14,7 +14,10 @@ use std::process::{Command, Output};
 const TARGET: &str = "wasm32-wasip2";
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn script() -> PathBuf {
@@ -26,7 +29,11 @@ const PATH_WITHOUT_RUSTUP: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr
 
 /// This toolchain's sysroot, which has the target (the build of this test needed it).
 fn sysroot() -> PathBuf {
-    let output = Command::new("rustc").arg("--print").arg("sysroot").output().unwrap();
+    let output = Command::new("rustc")
+        .arg("--print")
+        .arg("sysroot")
+        .output()
+        .unwrap();
     assert!(output.status.success());
     PathBuf::from(String::from_utf8(output.stdout).unwrap().trim())
 }
@@ -157,7 +164,15 @@ fn the_build_script_step_refuses_too_and_passes_where_the_target_is_installed() 
     assert!(output.stdout.is_empty(), "no cargo:warning of an addition");
 
     // This toolchain has the target: nothing to do, nothing said.
-    let output = Command::new(script()).arg("--add").arg("rustc").output().unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let output = Command::new(script())
+        .arg("--add")
+        .arg("rustc")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert!(output.stdout.is_empty() && output.stderr.is_empty());
 }
