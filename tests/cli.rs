@@ -578,7 +578,12 @@ fn a_taskspec_path_that_is_not_a_regular_file_is_refused_at_once() {
         }
         let output = child.wait_with_output().unwrap();
         assert!(exited, "agentgate {command} hangs on a FIFO");
-        assert_eq!(output.status.code(), Some(2), "{command}: {}", stderr(&output));
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{command}: {}",
+            stderr(&output)
+        );
         assert!(
             stderr(&output).contains("is a FIFO (named pipe), not a TaskSpec file"),
             "{command}: {}",

@@ -6,9 +6,9 @@
 //! host pid. The docker test needs a running engine: under `CI=true` its absence is a
 //! failure, elsewhere the test says loudly that it was skipped.
 
-mod support;
 #[path = "support/git_server.rs"]
 mod git_server;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -266,7 +266,10 @@ fn assert_reaped_and_work_kept(home: &Home, run: &Crashed, source: &str) -> serd
     for dir in &run.cgroups {
         assert!(!dir.exists(), "{} is left", dir.display());
     }
-    assert!(!run.folder.join("sandbox").exists(), "the sandbox's HOME is left");
+    assert!(
+        !run.folder.join("sandbox").exists(),
+        "the sandbox's HOME is left"
+    );
     let workspace = run.folder.join("workspace");
     assert_eq!(
         std::fs::read_to_string(workspace.join("work.txt")).unwrap(),
@@ -386,7 +389,11 @@ fn runs_refused_for_a_damaged_registry_leave_no_run_folder() {
     // gc says the same.
     let output = home.agentgate(&["gc"]);
     assert_eq!(output.status.code(), Some(3));
-    assert!(stderr(&output).contains("Move it aside"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("Move it aside"),
+        "{}",
+        stderr(&output)
+    );
 
     // Moved aside as told, the next run works.
     std::fs::rename(

@@ -191,10 +191,7 @@ impl Progress {
             ));
         }
         if result.modified_files.len() > 20 {
-            lines.push(format!(
-                "  … and {} more",
-                result.modified_files.len() - 20
-            ));
+            lines.push(format!("  … and {} more", result.modified_files.len() - 20));
         }
         lines.push(format!(
             "  results: {}",

@@ -668,7 +668,10 @@ mod tests {
         )
         .unwrap();
         let error = read(&fifo).unwrap_err().to_string();
-        assert!(error.contains("is a FIFO (named pipe), not a TaskSpec file"), "{error}");
+        assert!(
+            error.contains("is a FIFO (named pipe), not a TaskSpec file"),
+            "{error}"
+        );
         assert!(error.contains("regular file"), "{error}");
         let error = read(dir.path()).unwrap_err().to_string();
         assert!(error.contains("is a directory"), "{error}");
