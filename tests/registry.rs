@@ -295,14 +295,19 @@ fn assert_reaped_and_work_kept(home: &Home, run: &Crashed, source: &str) -> serd
     result
 }
 
+/// A `local` workspace at `workspace`, no sandbox, and `script` as the agent.
+fn local_unsandboxed(workspace: &Path, script: &str) -> String {
+    format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: none\n{}",
+        workspace.display(),
+        shell_agent(script)
+    )
+}
+
 /// A quick run in `home` that does nothing but reap at start-up.
 fn run_something(home: &Home) {
     let workspace = tempfile::tempdir().unwrap();
-    let execution = format!(
-        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: none\n{}",
-        workspace.path().display(),
-        shell_agent("true")
-    );
+    let execution = local_unsandboxed(workspace.path(), "true");
     let output = home.run_spec(&task_spec("after-the-crash", "x", &execution));
     assert!(output.status.success(), "{}", stderr(&output));
 }
@@ -361,11 +366,7 @@ fn gc_and_run_keep_a_crashed_runs_git_clone() {
 fn runs_refused_for_a_damaged_registry_leave_no_run_folder() {
     let home = Home::new();
     let workspace = tempfile::tempdir().unwrap();
-    let execution = format!(
-        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: none\n{}",
-        workspace.path().display(),
-        shell_agent("touch ran")
-    );
+    let execution = local_unsandboxed(workspace.path(), "touch ran");
     std::fs::write(
         home.dir.path().join("registry.db"),
         "this registry was overwritten\n".repeat(500),
@@ -376,7 +377,7 @@ fn runs_refused_for_a_damaged_registry_leave_no_run_folder() {
         assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
         let message = stderr(&output);
         assert!(
-            message.contains("registry.db is damaged") && message.contains("Move it aside"),
+            message.contains("registry.db is damaged") && message.contains("move it aside"),
             "{message}"
         );
     }
@@ -390,7 +391,7 @@ fn runs_refused_for_a_damaged_registry_leave_no_run_folder() {
     let output = home.agentgate(&["gc"]);
     assert_eq!(output.status.code(), Some(3));
     assert!(
-        stderr(&output).contains("Move it aside"),
+        stderr(&output).contains("move it aside"),
         "{}",
         stderr(&output)
     );

@@ -63,10 +63,10 @@ pub enum RegistryError {
         source: rusqlite::Error,
     },
     #[error(
-        "sandbox registry {path} is damaged ({source}): it is not a SQLite database any more, \
-         so runs cannot be recorded for cleanup after a crash. Move it aside (mv {path} \
-         {path}.damaged) and agentgate starts a new one; the runs it knew are then \
-         unknown to gc (agentgate gc still finds their Docker objects by label)",
+        "sandbox registry {path} is damaged ({source}), so no run can be recorded for cleanup \
+         after a crash; move it aside (mv {path} {path}.damaged, and its -wal and -shm files \
+         if there are any) and agentgate starts a new one. The runs it knew are then unknown \
+         to gc, which still finds their Docker objects by label",
         path = path.display()
     )]
     Corrupt {
