@@ -203,12 +203,14 @@ pub async fn collect(
         // The sandbox's private state was never the user's; the run removes it too.
         let state = folder.join(SANDBOX_STATE);
         if std::fs::symlink_metadata(&state).is_ok() {
-            match options.dry_run {
-                true => reaped.folders.push(state.display().to_string()),
-                false => match std::fs::remove_dir_all(&state) {
-                    Ok(()) => reaped.folders.push(state.display().to_string()),
-                    Err(e) => fail(&mut reaped, format!("removing {}: {e}", state.display())),
-                },
+            let removed = if options.dry_run {
+                Ok(())
+            } else {
+                std::fs::remove_dir_all(&state)
+            };
+            match removed {
+                Ok(()) => reaped.folders.push(state.display().to_string()),
+                Err(e) => fail(&mut reaped, format!("removing {}: {e}", state.display())),
             }
         }
         let kept_workspace = kept_workspace(row, &folder);
