@@ -304,12 +304,13 @@ fn local_unsandboxed(workspace: &Path, script: &str) -> String {
     )
 }
 
-/// A quick run in `home` that does nothing but reap at start-up.
-fn run_something(home: &Home) {
+/// A quick run in `home` that does nothing but reap at start-up; what it said.
+fn run_something(home: &Home) -> String {
     let workspace = tempfile::tempdir().unwrap();
     let execution = local_unsandboxed(workspace.path(), "true");
     let output = home.run_spec(&task_spec("after-the-crash", "x", &execution));
     assert!(output.status.success(), "{}", stderr(&output));
+    stderr(&output)
 }
 
 #[test]
@@ -325,7 +326,14 @@ fn gc_and_run_keep_a_crashed_runs_fresh_workspace() {
     assert_reaped_and_work_kept(&home, &first, "fresh");
 
     let second = crash_after_work(&home, "fresh-start", fresh, "303.602");
-    run_something(&home);
+    let said = run_something(&home);
+    assert!(
+        said.contains(&format!(
+            "cleaned up after crashed run {}; kept its workspace",
+            second.run_id
+        )),
+        "{said}"
+    );
     assert_reaped_and_work_kept(&home, &second, "fresh");
 }
 

@@ -845,7 +845,14 @@ async fn reap_orphans(runtime: &Runtime, home: &std::path::Path, events: &EventS
             for orphan in &report.orphans {
                 events.host_log(
                     "info",
-                    format!("gc: cleaned up after crashed run {}", orphan.run_id),
+                    format!(
+                        "gc: cleaned up after crashed run {}{}",
+                        orphan.run_id,
+                        orphan
+                            .workspace
+                            .as_ref()
+                            .map_or(String::new(), |w| format!("; kept its workspace {w}"))
+                    ),
                 );
             }
             for error in report.errors {
