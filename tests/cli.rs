@@ -412,3 +412,183 @@ fn plugins_are_found_on_the_plugin_path_and_can_be_inspected() {
         .unwrap()
         .contains(&serde_json::json!("docker")));
 }
+
+/// An `agentgate` child that is killed if the test ends before it exits.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Lines the flooding agent prints before it sleeps.
+const FLOOD_LINES: usize = 20_000;
+
+/// Runs an agent that floods its output and then sleeps past a 10 s timeout, with
+/// agentgate's stderr (or, with `--json`, its stdout) on a pipe the test does not read
+/// until the run is over. The deadline must still kill the agent and the result must
+/// be written; then, once the pipe is drained, agentgate exits. Returns what it printed
+/// on that pipe.
+fn flood_with_an_unread_pipe(json: bool, marker: &str) -> String {
+    use std::io::Read;
+    use std::process::Stdio;
+
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let agent = shell_agent(&format!(
+        "sleep {marker} &\ntouch started\n\
+         seq -f 'flood line %g' 1 {FLOOD_LINES}\ntouch flooded\nwait"
+    ));
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(
+        &path,
+        task_spec(
+            "flood",
+            "x",
+            &local_subprocess(workspace.path(), false, "10s", &agent),
+        ),
+    )
+    .unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentgate"));
+    command
+        .args(["run", path.to_str().unwrap()])
+        .args(json.then_some("--json"))
+        .env("AGENTGATE_HOME", home.dir.path())
+        .env_remove("AGENTGATE_PLUGIN_PATH")
+        .stdin(Stdio::null());
+    if json {
+        command.stdout(Stdio::piped()).stderr(Stdio::null());
+    } else {
+        command.stdout(Stdio::null()).stderr(Stdio::piped());
+    }
+    let mut child = Reaped(command.spawn().unwrap());
+    // Held open and unread: once its buffer is full, every write to it blocks.
+    let mut pipe: Box<dyn Read + Send> = match json {
+        true => Box::new(child.0.stdout.take().unwrap()),
+        false => Box::new(child.0.stderr.take().unwrap()),
+    };
+
+    let started = workspace.path().join("started");
+    assert!(
+        eventually(180, || started.exists()),
+        "the agent never started"
+    );
+    // The deadline is 10 s after the run began; 40 s more is generous on a loaded
+    // machine, and far short of the 5-minute sleep.
+    let result_file = || home.run_folder().join("result.json");
+    let ended = eventually(50, || {
+        processes_with_arg(marker).is_empty()
+            && std::fs::read_to_string(result_file())
+                .is_ok_and(|text| text.contains("\"status\": \"timedOut\""))
+    });
+    assert!(
+        ended,
+        "the run outlived its deadline while its output was not read: agent {:?}, \
+         result.json present: {}",
+        processes_with_arg(marker),
+        result_file().exists()
+    );
+
+    // Now the reader reads: agentgate writes what it held and exits.
+    let drained = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = pipe.read_to_end(&mut text);
+        String::from_utf8_lossy(&text).into_owned()
+    });
+    assert!(
+        eventually(60, || matches!(child.0.try_wait(), Ok(Some(_)))),
+        "agentgate did not exit once its output was read"
+    );
+    assert_eq!(child.0.wait().unwrap().code(), Some(4));
+    let printed = drained.join().unwrap();
+
+    // The run folder lost nothing: every line the agent printed is in stdout.log.
+    assert!(
+        workspace.path().join("flooded").exists(),
+        "the agent did not finish printing before its deadline"
+    );
+    let log = home.log("stdout.log");
+    let expected: String = (1..=FLOOD_LINES)
+        .map(|i| format!("flood line {i}\n"))
+        .collect();
+    assert!(
+        log == expected,
+        "stdout.log has {} of {FLOOD_LINES} lines",
+        log.lines().count()
+    );
+    printed
+}
+
+#[test]
+fn the_deadline_holds_while_stderr_is_not_read() {
+    let printed = flood_with_an_unread_pipe(false, "303.401");
+    // What found the display's queue full was counted and said so, not waited for.
+    assert!(
+        printed.contains("were not shown: agentgate's stderr was not being read"),
+        "{}",
+        &printed[printed.len().saturating_sub(2000)..]
+    );
+    assert!(printed.contains("timed out"), "{printed}");
+}
+
+#[test]
+fn the_deadline_holds_while_json_on_stdout_is_not_read() {
+    let printed = flood_with_an_unread_pipe(true, "303.402");
+    let lines: Vec<serde_json::Value> = printed
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    assert!(
+        lines.iter().any(|event| event["type"] == "log"
+            && event["level"] == "warn"
+            && event["message"]
+                .as_str()
+                .unwrap()
+                .contains("were not printed: agentgate's stdout was not being read")),
+        "no notice of the events left out"
+    );
+    // The last line is still the result.
+    assert_eq!(lines.last().unwrap()["status"], "timedOut");
+}
+
+#[test]
+fn a_taskspec_path_that_is_not_a_regular_file_is_refused_at_once() {
+    let home = Home::new();
+    // A FIFO nobody writes to: opening it for reading the usual way waits forever.
+    let fifo = home.dir.path().join("task.yaml");
+    let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    for command in ["validate", "run"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agentgate"))
+            .args([command, fifo.to_str().unwrap()])
+            .env("AGENTGATE_HOME", home.dir.path())
+            .env_remove("AGENTGATE_PLUGIN_PATH")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let exited = eventually(120, || matches!(child.try_wait(), Ok(Some(_))));
+        if !exited {
+            let _ = child.kill();
+        }
+        let output = child.wait_with_output().unwrap();
+        assert!(exited, "agentgate {command} hangs on a FIFO");
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{command}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains("is a FIFO (named pipe), not a TaskSpec file"),
+            "{command}: {}",
+            stderr(&output)
+        );
+    }
+    assert!(!home.dir.path().join("runs").exists());
+}

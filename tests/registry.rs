@@ -6,6 +6,8 @@
 //! host pid. The docker test needs a running engine: under `CI=true` its absence is a
 //! failure, elsewhere the test says loudly that it was skipped.
 
+#[path = "support/git_server.rs"]
+mod git_server;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -190,8 +192,227 @@ fn gc_after_kill_9_reaps_the_subprocess_tree_its_cgroup_and_folders_and_marks_it
         "{result:#}"
     );
     assert_eq!(state_of(&home, &run_id), "crashed");
+    // The local workspace is the user's folder: untouched, with what the agent did.
+    assert!(workspace.path().join("started").exists());
+    assert_eq!(
+        result["workspace"]["root"],
+        workspace.path().canonicalize().unwrap().to_str().unwrap()
+    );
     // A second gc finds nothing more to do.
     assert!(gc_reaped(&home).is_empty());
+}
+
+/// The run of `home` named `name`: its id and folder.
+fn run_named(home: &Home, name: &str) -> (String, PathBuf) {
+    let row = tracked(home)
+        .into_iter()
+        .find(|row| row["name"] == name)
+        .unwrap_or_else(|| panic!("no run named {name}"));
+    (
+        row["runId"].as_str().unwrap().to_string(),
+        PathBuf::from(row["folder"].as_str().unwrap()),
+    )
+}
+
+/// A run killed with SIGKILL while its agent sleeps, after it did its work.
+struct Crashed {
+    run_id: String,
+    folder: PathBuf,
+    marker: String,
+    cgroups: Vec<PathBuf>,
+}
+
+/// Starts a run named `name` with the `workspace` section (YAML, unindented) in a
+/// subprocess sandbox, whose agent writes `work.txt` and then sleeps with `marker`;
+/// once it sleeps, kills agentgate with SIGKILL.
+fn crash_after_work(home: &Home, name: &str, workspace: &str, marker: &str) -> Crashed {
+    let agent = shell_agent(&format!(
+        "echo 'precious work' > work.txt\nsleep {marker} &\nsetsid sleep {marker} &\nwait"
+    ));
+    let execution =
+        format!("{workspace}sandbox:\n  provider: subprocess\n  network: none\n{agent}");
+    let mut child = spawn(
+        home,
+        &format!("{name}.yaml"),
+        &task_spec(name, "x", &execution),
+    );
+    assert!(
+        eventually(180, || processes_with_arg(marker).len() == 2),
+        "the agent of {name} never slept"
+    );
+    let cgroups = cgroup_dirs_of(processes_with_arg(marker)[0]);
+    assert!(!cgroups.is_empty(), "the agent is in no sandbox cgroup");
+    let (run_id, folder) = run_named(home, name);
+    assert!(folder.join("workspace/work.txt").is_file());
+    sigkill(&mut child);
+    assert_eq!(state_of(home, &run_id), "orphaned");
+    Crashed {
+        run_id,
+        folder,
+        marker: marker.to_string(),
+        cgroups,
+    }
+}
+
+/// gc (or `run` at start-up) cleaned up after `run`: its processes, cgroups and the
+/// sandbox's state are gone; its workspace, with the agent's work, and its records
+/// are kept, and its result says it crashed and where the workspace is.
+fn assert_reaped_and_work_kept(home: &Home, run: &Crashed, source: &str) -> serde_json::Value {
+    assert!(
+        eventually(5, || processes_with_arg(&run.marker).is_empty()),
+        "the agent outlived gc: {:?}",
+        processes_with_arg(&run.marker)
+    );
+    for dir in &run.cgroups {
+        assert!(!dir.exists(), "{} is left", dir.display());
+    }
+    assert!(
+        !run.folder.join("sandbox").exists(),
+        "the sandbox's HOME is left"
+    );
+    let workspace = run.folder.join("workspace");
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("work.txt")).unwrap(),
+        "precious work\n",
+        "the agent's work is gone"
+    );
+    assert!(run.folder.join("events.ndjson").is_file());
+    assert!(run.folder.join("stdout.log").is_file());
+    let result = result_of(&run.folder);
+    assert_eq!(result["status"], "crashed", "{result:#}");
+    assert_eq!(result["workspace"]["source"], source, "{result:#}");
+    assert_eq!(
+        result["workspace"]["root"],
+        workspace.canonicalize().unwrap().to_str().unwrap(),
+        "{result:#}"
+    );
+    let error = result["error"].as_str().unwrap();
+    assert!(
+        error.contains("is kept, with the agent's work"),
+        "{result:#}"
+    );
+    assert_eq!(state_of(home, &run.run_id), "crashed");
+    result
+}
+
+/// A `local` workspace at `workspace`, no sandbox, and `script` as the agent.
+fn local_unsandboxed(workspace: &Path, script: &str) -> String {
+    format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: none\n{}",
+        workspace.display(),
+        shell_agent(script)
+    )
+}
+
+/// A quick run in `home` that does nothing but reap at start-up; what it said.
+fn run_something(home: &Home) -> String {
+    let workspace = tempfile::tempdir().unwrap();
+    let execution = local_unsandboxed(workspace.path(), "true");
+    let output = home.run_spec(&task_spec("after-the-crash", "x", &execution));
+    assert!(output.status.success(), "{}", stderr(&output));
+    stderr(&output)
+}
+
+#[test]
+fn gc_and_run_keep_a_crashed_runs_fresh_workspace() {
+    let home = Home::new();
+    let fresh = "workspace:\n  source: fresh\n  template: empty\n";
+
+    let first = crash_after_work(&home, "fresh-gc", fresh, "303.601");
+    let output = home.agentgate(&["gc"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(said.contains("kept its workspace"), "{said}");
+    assert_reaped_and_work_kept(&home, &first, "fresh");
+
+    let second = crash_after_work(&home, "fresh-start", fresh, "303.602");
+    let said = run_something(&home);
+    assert!(
+        said.contains(&format!(
+            "cleaned up after crashed run {}; kept its workspace",
+            second.run_id
+        )),
+        "{said}"
+    );
+    assert_reaped_and_work_kept(&home, &second, "fresh");
+}
+
+#[test]
+fn gc_and_run_keep_a_crashed_runs_git_clone() {
+    if !git_server::git_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let repo = git_server::make_repo(root.path(), "app");
+    let daemon = git_server::Daemon::start(root.path());
+    let home = Home::new();
+    let clone = format!(
+        "workspace:\n  source: git\n  url: {}\n  ref: main\n",
+        daemon.url("app")
+    );
+
+    for (name, marker, reap) in [("git-gc", "303.611", true), ("git-start", "303.612", false)] {
+        let run = crash_after_work(&home, name, &clone, marker);
+        if reap {
+            assert_eq!(gc_reaped(&home), std::slice::from_ref(&run.run_id));
+        } else {
+            run_something(&home);
+        }
+        let result = assert_reaped_and_work_kept(&home, &run, "git");
+        assert_eq!(result["workspace"]["commit"], repo.commits[2].as_str());
+        // The clone is whole: its history and the agent's uncommitted work.
+        let workspace = run.folder.join("workspace");
+        assert_eq!(
+            git_server::git(&workspace, &["rev-parse", "HEAD"]),
+            repo.commits[2]
+        );
+        assert!(git_server::git(&workspace, &["status", "--porcelain"]).contains("work.txt"));
+    }
+}
+
+#[test]
+fn runs_refused_for_a_damaged_registry_leave_no_run_folder() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let execution = local_unsandboxed(workspace.path(), "touch ran");
+    std::fs::write(
+        home.dir.path().join("registry.db"),
+        "this registry was overwritten\n".repeat(500),
+    )
+    .unwrap();
+    for _ in 0..3 {
+        let output = home.run_spec(&task_spec("refused", "x", &execution));
+        assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+        let message = stderr(&output);
+        assert!(
+            message.contains("registry.db is damaged") && message.contains("move it aside"),
+            "{message}"
+        );
+    }
+    assert!(!workspace.path().join("ran").exists(), "the agent ran");
+    let runs = home.dir.path().join("runs");
+    let left: Vec<_> = std::fs::read_dir(&runs)
+        .map(|entries| entries.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "stray run folders: {left:?}");
+    // gc says the same.
+    let output = home.agentgate(&["gc"]);
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        stderr(&output).contains("move it aside"),
+        "{}",
+        stderr(&output)
+    );
+
+    // Moved aside as told, the next run works.
+    std::fs::rename(
+        home.dir.path().join("registry.db"),
+        home.dir.path().join("registry.db.damaged"),
+    )
+    .unwrap();
+    let output = home.run_spec(&task_spec("accepted", "x", &execution));
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(workspace.path().join("ran").exists());
 }
 
 #[test]

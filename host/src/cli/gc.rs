@@ -45,13 +45,17 @@ pub async fn run(cli: &Cli, args: &GcArgs) -> ExitCode {
             what.extend(orphan.cgroups.iter().map(|c| format!("cgroup {c}")));
             what.extend(orphan.folders.clone());
             println!(
-                "{verb} run {}{}{}",
+                "{verb} run {}{}{}{}",
                 orphan.run_id,
                 if what.is_empty() {
                     String::new()
                 } else {
                     format!(": {}", what.join(", "))
                 },
+                orphan
+                    .workspace
+                    .as_ref()
+                    .map_or(String::new(), |w| format!("; kept its workspace {w}")),
                 orphan
                     .result
                     .as_ref()

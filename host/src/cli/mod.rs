@@ -6,6 +6,7 @@
 //! any point).
 
 mod completions;
+mod console;
 mod gc;
 mod interrupt;
 mod plugins;
@@ -78,7 +79,8 @@ enum Command {
     Plugins(plugins::PluginsCommand),
     /// List the runs and sandboxes the registry tracks, like `docker ps`.
     Sandboxes(sandboxes::SandboxesArgs),
-    /// Clean up after runs whose agentgate died: containers, processes, cgroups, folders.
+    /// Clean up after runs whose agentgate died: containers, processes, cgroups, sandbox
+    /// state. Workspaces and what the runs recorded are kept.
     Gc(gc::GcArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),
@@ -97,14 +99,17 @@ pub fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(e) => return fail(EXIT_ERROR, format!("cannot start the async runtime: {e}")),
     };
-    runtime.block_on(async {
+    let code = runtime.block_on(async {
         // First, so that no signal from here on kills the host outright.
         let interrupts = match Interrupts::install() {
             Ok(interrupts) => interrupts,
             Err(e) => return fail(EXIT_ERROR, format!("cannot handle signals: {e}")),
         };
         Cli::parse().dispatch(&interrupts).await
-    })
+    });
+    // Exit once the reader has taken everything the command printed.
+    console::close();
+    code
 }
 
 /// `~/.agentgate`, or `./.agentgate` where `HOME` is not set.
@@ -197,8 +202,9 @@ impl Cli {
     }
 }
 
-/// Prints `message` as an error and returns `code`.
+/// Prints `message` as an error (after what the console still holds) and returns `code`.
 pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {message}");
+    let line = format!("error: {message}");
+    console::console().print(move || console::write_stderr(&line));
     ExitCode::from(code)
 }

@@ -5,6 +5,10 @@
 //! Much of what is shown comes from the agent and plugins. Every piece of it passes
 //! through [`crate::escape`] on its way to the terminal, so it can neither drive the
 //! terminal (`ESC]0;…`, `ESC[2J`) nor forge lines of its own (a newline in a name).
+//!
+//! Nothing here writes to the terminal itself: every write, spinners included, goes
+//! through [`super::console`], so a reader that stops reading never holds up the run.
+//! What finds the console's queue full is counted, and a line says so in its place.
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -13,24 +17,41 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
+use super::console::{console, write_stderr, write_stdout};
 use crate::engine::{RunReport, RunStatus};
 use crate::escape;
 use crate::record::{EventBody, RunEvent};
 
 /// One display for the run's spinner and compile spinners, so that neither draws over
-/// the other.
+/// the other. Used on the console's writer thread only: drawing blocks on the terminal.
 fn display() -> &'static MultiProgress {
     static DISPLAY: OnceLock<MultiProgress> = OnceLock::new();
     DISPLAY.get_or_init(MultiProgress::new)
 }
 
+/// A spinner that draws nothing until [`show`] adds it to the display.
+fn spinner() -> ProgressBar {
+    let bar = ProgressBar::hidden();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid template"),
+    );
+    bar
+}
+
+/// Adds `bar` to the display and starts its ticks (on the console's thread).
+fn show(bar: &ProgressBar) {
+    let bar = display().add(bar.clone());
+    bar.enable_steady_tick(Duration::from_millis(120));
+}
+
 /// Components at least this large get a line on stderr when it is not a terminal.
 const LARGE_COMPONENT: usize = 1 << 20;
 
-/// Shows a spinner while a component compiles.
+/// Shows a spinner while a component compiles. What finds the console's queue full is
+/// not shown: a spinner is not worth a wait.
 #[derive(Default)]
 pub struct CompileProgress {
-    bars: Mutex<HashMap<String, ProgressBar>>,
+    bars: Arc<Mutex<HashMap<String, ProgressBar>>>,
 }
 
 impl crate::runtime::LoadObserver for CompileProgress {
@@ -42,19 +63,16 @@ impl crate::runtime::LoadObserver for CompileProgress {
         );
         if !std::io::stderr().is_terminal() {
             if bytes >= LARGE_COMPONENT {
-                eprintln!("{what}");
+                console().offer(move || write_stderr(&what));
             }
             return;
         }
-        let bar = display().add(ProgressBar::new_spinner());
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid template"),
-        );
+        let bar = spinner();
         bar.set_message(what);
-        bar.enable_steady_tick(Duration::from_millis(120));
         if let Ok(mut bars) = self.bars.lock() {
-            bars.insert(label.to_string(), bar);
+            bars.insert(label.to_string(), bar.clone());
         }
+        console().offer(move || show(&bar));
     }
 
     fn compile_finished(&self, label: &str, _took: Duration) {
@@ -64,62 +82,84 @@ impl crate::runtime::LoadObserver for CompileProgress {
             .ok()
             .and_then(|mut bars| bars.remove(label));
         if let Some(bar) = bar {
-            bar.finish_and_clear();
-            display().remove(&bar);
+            console().offer(move || {
+                bar.finish_and_clear();
+                display().remove(&bar);
+            });
         }
     }
 }
 
 pub struct Progress {
     json: bool,
-    bar: Option<Arc<ProgressBar>>,
+    bar: Option<ProgressBar>,
+    unshown: Arc<Unshown>,
 }
 
 impl Progress {
     pub fn new(json: bool) -> Progress {
         let bar = (!json && std::io::stderr().is_terminal()).then(|| {
-            let bar = display().add(ProgressBar::new_spinner());
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid template"),
-            );
-            bar.enable_steady_tick(std::time::Duration::from_millis(120));
-            Arc::new(bar)
+            let bar = spinner();
+            let shown = bar.clone();
+            console().print(move || show(&shown));
+            bar
         });
-        Progress { json, bar }
+        let unshown = Arc::new(Unshown {
+            json,
+            bar: bar.clone(),
+            count: Mutex::new(0),
+        });
+        Progress { json, bar, unshown }
     }
 
+    /// Shows each event, or counts it when the console has no room: the run never
+    /// waits for whoever reads agentgate's output.
     pub fn observer(&self) -> Box<dyn Fn(&RunEvent) + Send + Sync> {
+        let unshown = self.unshown.clone();
         if self.json {
-            return Box::new(|event| {
+            return Box::new(move |event| {
                 if let Ok(line) = escape::json_line(event) {
-                    println!("{line}");
+                    unshown.offer(&event.run_id, move || write_stdout(&line));
                 }
             });
         }
         let bar = self.bar.clone();
         Box::new(move |event| {
-            if let EventBody::Phase { phase, status, .. } = &event.body {
-                if let (Some(bar), crate::record::PhaseStatus::Started) = (&bar, status) {
-                    bar.set_message(format!("{}…", escape::text(phase)));
-                }
+            let phase = match &event.body {
+                EventBody::Phase {
+                    phase,
+                    status: crate::record::PhaseStatus::Started,
+                    ..
+                } => bar.is_some().then(|| format!("{}…", escape::text(phase))),
+                _ => None,
+            };
+            let line = render(event);
+            if phase.is_none() && line.is_none() {
+                return;
             }
-            if let Some(line) = render(event) {
-                match &bar {
-                    Some(bar) => bar.println(line),
-                    None => eprintln!("{line}"),
+            let bar = bar.clone();
+            unshown.offer(&event.run_id, move || {
+                if let (Some(bar), Some(phase)) = (&bar, phase) {
+                    bar.set_message(phase);
                 }
-            }
+                if let Some(line) = line {
+                    print_line(bar.as_ref(), &line);
+                }
+            });
         })
     }
 
+    /// Prints the run's verdict, after whatever is still queued; this waits for the
+    /// reader (the run is over by now).
     pub fn finish(&self, report: &RunReport) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
+        self.unshown.say_so(&report.result.run_id);
+        if let Some(bar) = self.bar.clone() {
+            console().print(move || bar.finish_and_clear());
         }
         let result = &report.result;
         if self.json {
             if let Ok(line) = escape::json_line(result) {
-                println!("{line}");
+                console().print(move || write_stdout(&line));
             }
             return;
         }
@@ -132,27 +172,110 @@ impl Progress {
             RunStatus::Error => "failed with an error",
             RunStatus::Crashed => "crashed",
         };
-        eprintln!(
+        let mut lines = vec![format!(
             "run {} {verdict} in {:.1}s; {} file(s) changed",
             result.run_id,
             result.duration_ms as f64 / 1000.0,
             result.modified_files.len()
-        );
+        )];
         if let Some(error) = &result.error {
-            eprintln!("{}", block("  ", error));
+            lines.push(block("  ", error));
         }
         for change in result.modified_files.iter().take(20) {
             // Paths are escaped in the record already; escaping again is a no-op
             // that keeps this line safe whatever the record holds.
-            eprintln!("  {:<10} {}", change.change, escape::text(&change.path));
+            lines.push(format!(
+                "  {:<10} {}",
+                change.change,
+                escape::text(&change.path)
+            ));
         }
         if result.modified_files.len() > 20 {
-            eprintln!("  … and {} more", result.modified_files.len() - 20);
+            lines.push(format!("  … and {} more", result.modified_files.len() - 20));
         }
-        eprintln!(
+        lines.push(format!(
             "  results: {}",
             escape::text(&report.folder.join("result.json").display().to_string())
+        ));
+        console().print(move || {
+            for line in lines {
+                write_stderr(&line);
+            }
+        });
+    }
+}
+
+/// A line of the live display: above the spinner when there is one.
+fn print_line(bar: Option<&ProgressBar>, line: &str) {
+    match bar {
+        Some(bar) => bar.println(line),
+        None => write_stderr(line),
+    }
+}
+
+/// The events the console had no room for since it last took one, and the line that
+/// says so in their place once it has room again.
+struct Unshown {
+    json: bool,
+    bar: Option<ProgressBar>,
+    count: Mutex<u64>,
+}
+
+impl Unshown {
+    /// Queues `show` on the console, after the notice of what was dropped before it.
+    fn offer(&self, run_id: &str, show: impl FnOnce() + Send + 'static) {
+        let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        if *count > 0 {
+            if !console().offer(self.notice(*count, run_id)) {
+                *count += 1;
+                return;
+            }
+            *count = 0;
+        }
+        if !console().offer(show) {
+            *count += 1;
+        }
+    }
+
+    /// Says what was dropped since the console last had room, waiting for room.
+    fn say_so(&self, run_id: &str) {
+        let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        if *count > 0 {
+            console().print(self.notice(*count, run_id));
+            *count = 0;
+        }
+    }
+
+    fn notice(&self, count: u64, run_id: &str) -> impl FnOnce() + Send + 'static {
+        let (pipe, what) = if self.json {
+            ("stdout", "printed")
+        } else {
+            ("stderr", "shown")
+        };
+        let message = format!(
+            "{count} event(s) were not {what}: agentgate's {pipe} was not being read; \
+             events.ndjson in the run folder has every event"
         );
+        let line = if self.json {
+            escape::json_line(&RunEvent {
+                ts: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+                run_id: run_id.to_string(),
+                source: "host".into(),
+                body: EventBody::Log {
+                    level: "warn",
+                    message,
+                },
+            })
+            .ok()
+        } else {
+            Some(format!("  [warn] {message}"))
+        };
+        let (json, bar) = (self.json, self.bar.clone());
+        move || match (line, json) {
+            (Some(line), true) => write_stdout(&line),
+            (Some(line), false) => print_line(bar.as_ref(), &line),
+            (None, _) => {}
+        }
     }
 }
 

@@ -1,12 +1,13 @@
 //! The `result.json` of a run whose `agentgate` died before writing one.
 //!
 //! `agentgate gc` writes it once it has cleaned up after the run, so every run folder
-//! ends with a result, and a consumer polling for it learns the run is over.
+//! ends with a result, and a consumer polling for it learns the run is over. The
+//! result says where the run's workspace is: gc keeps it, with what the agent did.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::result::{RunResult, RunStatus, SandboxInfo, RESULT_VERSION};
+use super::result::{RunResult, RunStatus, SandboxInfo, WorkspaceRecord, RESULT_VERSION};
 
 /// What the registry knew of the run.
 pub struct CrashedRun<'a> {
@@ -20,6 +21,13 @@ pub struct CrashedRun<'a> {
     pub sandbox_id: Option<&'a str>,
     /// What gc reaped from the provider.
     pub reaped: &'a [String],
+    /// The workspace as the run recorded it, once it was prepared.
+    pub workspace: Option<WorkspaceRecord>,
+    /// Where the workspace is kept: its root, or the folder a source was still
+    /// filling (a clone) when the run died.
+    pub kept_workspace: Option<&'a Path>,
+    /// Its source meant the workspace to be removed at the end of the run.
+    pub temporary_workspace: bool,
 }
 
 /// Writes `result.json` with status `crashed` into the run folder, unless the run
@@ -42,14 +50,15 @@ pub fn write_crashed_result(run: &CrashedRun<'_>) -> std::io::Result<Option<Path
         exit_code: None,
         error: Some(format!(
             "the agentgate process that ran it ({}) died before the run ended; last heartbeat \
-             at {}; agentgate gc cleaned up what it left{}",
+             at {}; agentgate gc cleaned up what it left{}{}",
             run.owner,
             humantime::format_rfc3339_seconds(run.last_heartbeat),
             if run.reaped.is_empty() {
                 String::new()
             } else {
                 format!(" ({})", run.reaped.join(", "))
-            }
+            },
+            kept(run)
         )),
         started_at: humantime::format_rfc3339_millis(run.started).to_string(),
         finished_at: humantime::format_rfc3339_millis(now).to_string(),
@@ -59,7 +68,7 @@ pub fn write_crashed_result(run: &CrashedRun<'_>) -> std::io::Result<Option<Path
             .as_millis() as u64,
         phases: Default::default(),
         plugins: Default::default(),
-        workspace: None,
+        workspace: run.workspace.clone(),
         sandbox: run.provider.map(|provider| SandboxInfo {
             provider: provider.to_string(),
             container_id: (provider == "docker")
@@ -85,4 +94,23 @@ pub fn write_crashed_result(run: &CrashedRun<'_>) -> std::io::Result<Option<Path
     )?;
     std::fs::rename(&partial, &path)?;
     Ok(Some(path))
+}
+
+/// What the error says of the workspace gc kept.
+fn kept(run: &CrashedRun<'_>) -> String {
+    let Some(path) = run.kept_workspace else {
+        return String::new();
+    };
+    let path = crate::escape::text(&path.display().to_string()).into_owned();
+    match (&run.workspace, run.temporary_workspace) {
+        (None, _) => format!(
+            "; the workspace was not ready when it died: what its source had put in {path} \
+             is kept"
+        ),
+        (Some(_), false) => format!("; its workspace {path} is kept, with the agent's work"),
+        (Some(_), true) => format!(
+            "; its workspace {path} is kept, with the agent's work (its source meant it to be \
+             temporary: remove it when you are done with it)"
+        ),
+    }
 }

@@ -2,7 +2,8 @@
 //!
 //! `result.json`, `events.ndjson`, `stdout.log` and `stderr.log` (what the agent's
 //! commands printed), `plugins.log` (what plugins printed themselves), plus the
-//! scratch directories the host hands to plugins. Everything written here is masked
+//! scratch directories the host hands to plugins: [`WORKSPACE_SCRATCH`], kept, and
+//! [`SANDBOX_STATE`], removed with the sandbox. Everything written here is masked
 //! with the run's [`Redactor`].
 
 use std::os::unix::fs::DirBuilderExt;
@@ -12,19 +13,31 @@ use std::sync::Arc;
 use super::result::RunResult;
 use crate::record::{append_plugin_log, OutputLogs, Redactor};
 
+/// The scratch directory a source that creates a workspace is given (`fresh` without a
+/// `destPath`, clones): the workspace itself, kept after the run.
+pub const WORKSPACE_SCRATCH: &str = "workspace";
+
+/// The sandbox's private state (its HOME, its `/tmp`): removed with the sandbox.
+pub const SANDBOX_STATE: &str = "sandbox";
+
 pub struct RunFolder {
     dir: PathBuf,
     redactor: Arc<Redactor>,
 }
 
 impl RunFolder {
+    /// Where the folder of run `run_id` is: `home/runs/<run_id>`.
+    pub fn location(home: &Path, run_id: &str) -> PathBuf {
+        home.join("runs").join(run_id)
+    }
+
     /// Creates `home/runs/<run_id>` (private to the user).
     pub fn create(
         home: &Path,
         run_id: &str,
         redactor: Arc<Redactor>,
     ) -> std::io::Result<RunFolder> {
-        let dir = home.join("runs").join(run_id);
+        let dir = RunFolder::location(home, run_id);
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)

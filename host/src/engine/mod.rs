@@ -16,8 +16,8 @@ mod workspace;
 
 pub use changes::{ChangeKind, EntryKind, FileChange, Snapshot};
 pub use crashed::{write_crashed_result, CrashedRun};
-pub use folder::RunFolder;
+pub use folder::{RunFolder, SANDBOX_STATE, WORKSPACE_SCRATCH};
 pub use git_changes::{GitBaseline, GitChanges};
 pub use plugins::{resolve as resolve_plugins, PluginProblem, Plugins};
-pub use result::{result_schema, RunResult, RunStatus};
+pub use result::{result_schema, RunResult, RunStatus, WorkspaceRecord};
 pub use run::{run, RunError, RunReport, RunRequest};

@@ -140,7 +140,9 @@ pub struct PluginRecord {
     pub origin: String,
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+/// Also kept in the sandbox registry (as JSON), so that `agentgate gc` can name the
+/// workspace of a run that crashed.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceRecord {
     pub source: String,

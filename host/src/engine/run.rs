@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use super::changes::{FileChange, Snapshot};
-use super::folder::RunFolder;
+use super::folder::{RunFolder, SANDBOX_STATE, WORKSPACE_SCRATCH};
 use super::git_changes::GitBaseline;
 use super::plugins::Plugins;
 use super::result::{
@@ -161,30 +161,41 @@ async fn start(
     check_mount_sources(&request.spec)?;
 
     let run_id = uuid::Uuid::now_v7().simple().to_string();
-    let folder = RunFolder::create(&request.home, &run_id, redactor.clone()).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot create the run folder under {}: {e}",
-            request.home.display()
-        )
-    })?;
-    let events = Arc::new(
-        EventSink::new(
-            &run_id,
-            &folder.events(),
-            request.observer.take(),
-            redactor.clone(),
-        )
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", folder.events().display()))?,
-    );
-    reap_orphans(runtime, &request.home, &events).await;
-    // A run the registry does not know could not be cleaned up after a crash: refuse it.
+    // The registry first: a run it cannot record could not be cleaned up after a crash,
+    // so it is refused before anything is made for it, its folder included.
     let tracker = Tracker::start(
         &request.home,
         &run_id,
         &request.spec.metadata.name,
-        folder.path(),
+        &RunFolder::location(&request.home, &run_id),
     )
     .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let opened = RunFolder::create(&request.home, &run_id, redactor.clone())
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create the run folder under {}: {e}",
+                request.home.display()
+            )
+        })
+        .and_then(|folder| {
+            let events = EventSink::new(
+                &run_id,
+                &folder.events(),
+                request.observer.take(),
+                redactor.clone(),
+            )
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", folder.events().display()))?;
+            Ok((folder, Arc::new(events)))
+        });
+    let (folder, events) = match opened {
+        Ok(opened) => opened,
+        Err(e) => {
+            // Nothing was started: the row must not wait for gc as an orphan.
+            let _ = tracker.finished("error");
+            return Err(e.into());
+        }
+    };
+    reap_orphans(runtime, &request.home, &events).await;
     let mut run = Run {
         runtime,
         spec: &request.spec,
@@ -335,7 +346,7 @@ impl Run<'_> {
             .map_err(Outcome::plugin)?;
         let scratch = self
             .folder
-            .scratch("workspace")
+            .scratch(WORKSPACE_SCRATCH)
             .map_err(|e| Outcome::host(format!("creating the scratch workspace: {e}")))?;
         self.ctx.allow_repo_root(&scratch);
         let request = WorkspaceRequest {
@@ -357,9 +368,14 @@ impl Run<'_> {
         self.ctx.allow_repo_root(&workspace.root);
         self.events
             .host_log("info", format!("workspace: {}", prepared.description));
-        if let Err(e) = self
-            .tracker
-            .workspace_prepared(&workspace.root, workspace.remove_at_cleanup)
+        // Masked like result.json: the registry keeps it for a crashed run's result.
+        let record = self.redactor.apply(
+            serde_json::to_string(&workspace_record(self.spec, &workspace))
+                .expect("records serialize"),
+        );
+        if let Err(e) =
+            self.tracker
+                .workspace_prepared(&workspace.root, workspace.remove_at_cleanup, &record)
         {
             self.events
                 .host_log("error", format!("sandbox registry: {e}"));
@@ -395,7 +411,7 @@ impl Run<'_> {
             .map_err(Outcome::plugin)?;
         let state_dir = self
             .folder
-            .scratch("sandbox")
+            .scratch(SANDBOX_STATE)
             .map_err(|e| Outcome::host(format!("creating the sandbox state dir: {e}")))?;
         self.ctx
             .set_sandbox_folders(vec![workspace.root.clone(), state_dir.clone()]);
@@ -583,7 +599,7 @@ impl Run<'_> {
             self.log_sizes = Some(LogsRecord { stdout, stderr });
         }
         // The sandbox's private state (a throwaway HOME) goes with it.
-        if let Err(e) = self.folder.remove_scratch("sandbox") {
+        if let Err(e) = self.folder.remove_scratch(SANDBOX_STATE) {
             cleanup_errors.push(format!("removing the sandbox state: {e}"));
         }
         if let (Some(info), Some(started)) = (self.sandbox.as_mut(), self.sandbox_started) {
@@ -606,7 +622,7 @@ impl Run<'_> {
                 ));
             }
         }
-        self.folder.prune_scratch("workspace");
+        self.folder.prune_scratch(WORKSPACE_SCRATCH);
         for error in &cleanup_errors {
             self.events.host_log("error", format!("cleanup: {error}"));
         }
@@ -774,13 +790,10 @@ impl Run<'_> {
                 ("sandbox".to_string(), plugin_record(self.plugins.provider)),
                 ("agent".to_string(), plugin_record(self.plugins.driver)),
             ]),
-            workspace: self.workspace.as_ref().map(|w| WorkspaceRecord {
-                source: self.spec.spec.execution.workspace.source.clone(),
-                root: w.root.display().to_string(),
-                readonly: w.readonly,
-                description: w.description.clone(),
-                commit: w.commit.clone(),
-            }),
+            workspace: self
+                .workspace
+                .as_ref()
+                .map(|w| workspace_record(self.spec, w)),
             sandbox: self.sandbox.clone(),
             agent,
             modified_files: changes.files,
@@ -788,6 +801,17 @@ impl Run<'_> {
             changes_from: changes.from.to_string(),
             logs: self.log_sizes.clone(),
         }
+    }
+}
+
+/// How `result.json` describes the run's workspace.
+fn workspace_record(spec: &TaskSpec, workspace: &Workspace) -> WorkspaceRecord {
+    WorkspaceRecord {
+        source: spec.spec.execution.workspace.source.clone(),
+        root: workspace.root.display().to_string(),
+        readonly: workspace.readonly,
+        description: workspace.description.clone(),
+        commit: workspace.commit.clone(),
     }
 }
 
@@ -821,7 +845,14 @@ async fn reap_orphans(runtime: &Runtime, home: &std::path::Path, events: &EventS
             for orphan in &report.orphans {
                 events.host_log(
                     "info",
-                    format!("gc: cleaned up after crashed run {}", orphan.run_id),
+                    format!(
+                        "gc: cleaned up after crashed run {}{}",
+                        orphan.run_id,
+                        orphan
+                            .workspace
+                            .as_ref()
+                            .map_or(String::new(), |w| format!("; kept its workspace {w}"))
+                    ),
                 );
             }
             for error in report.errors {

@@ -4,9 +4,16 @@
 //! cannot be seen from here (another pid namespace) and its heartbeat is stale. A
 //! live owner's run is never touched, whoever owns it. For each orphan gc asks the
 //! run's sandbox provider for its leftovers (`list-leftovers`) and reaps those that
-//! carry the run's id (`reap`), kills and removes the run's cgroups, removes its
-//! temporary workspace and the run folder's scratch directories, writes the
-//! `result.json` the run never wrote (status `crashed`) and marks the row. With
+//! carry the run's id (`reap`), kills and removes the run's cgroups, removes the
+//! sandbox's private state (`sandbox/` in the run folder: its HOME and `/tmp`), writes
+//! the `result.json` the run never wrote (status `crashed`, naming the workspace) and
+//! marks the row.
+//!
+//! gc never removes a workspace, whatever its source (`fresh` or a clone in the run
+//! folder, a `destPath`, a `local` folder, even one its source meant to be temporary):
+//! the run died before collecting what its agent did, and the workspace is the only
+//! place that still has it. Nor does it touch what the run recorded (`events.ndjson`,
+//! the logs, `changes.patch`). With
 //! [`Scope::Everything`] it also reaps provider objects whose run the registry does not
 //! know, when their owner label names a dead process (the registry was lost or
 //! belongs to another home).
@@ -23,7 +30,9 @@ use super::owner::{Liveness, Owner};
 use super::store::{now_ms, Registry, RegistryError, RunRow, RunState};
 use crate::capabilities::process::cgroup::Cgroup;
 use crate::capabilities::RunContext;
-use crate::engine::{write_crashed_result, CrashedRun};
+use crate::engine::{
+    write_crashed_result, CrashedRun, WorkspaceRecord, SANDBOX_STATE, WORKSPACE_SCRATCH,
+};
 use crate::record::EventSink;
 use crate::runtime::bindings::types::PluginKind;
 use crate::runtime::Runtime;
@@ -78,8 +87,10 @@ pub struct ReapedRun {
     /// Provider leftovers (containers, volumes) reaped, by id.
     pub leftovers: Vec<String>,
     pub cgroups: Vec<String>,
-    /// Folders removed: the temporary workspace, the run's scratch directories.
+    /// Folders removed: the sandbox's private state.
     pub folders: Vec<String>,
+    /// The run's workspace, kept.
+    pub workspace: Option<String>,
     /// The `result.json` written with status `crashed`.
     pub result: Option<String>,
     pub complete: bool,
@@ -138,6 +149,7 @@ pub async fn collect(
             leftovers: Vec::new(),
             cgroups: Vec::new(),
             folders: Vec::new(),
+            workspace: None,
             result: None,
             complete: true,
         };
@@ -188,25 +200,21 @@ pub async fn collect(
         }
 
         let folder = PathBuf::from(&row.folder);
-        let mut folders: Vec<PathBuf> = ["sandbox", "workspace"]
-            .iter()
-            .map(|scratch| folder.join(scratch))
-            .collect();
-        if row.temporary_workspace {
-            folders.extend(row.workspace.as_ref().map(PathBuf::from));
-        }
-        for path in folders {
-            if std::fs::symlink_metadata(&path).is_err() {
-                continue;
+        // The sandbox's private state was never the user's; the run removes it too.
+        let state = folder.join(SANDBOX_STATE);
+        if std::fs::symlink_metadata(&state).is_ok() {
+            let removed = if options.dry_run {
+                Ok(())
+            } else {
+                std::fs::remove_dir_all(&state)
+            };
+            match removed {
+                Ok(()) => reaped.folders.push(state.display().to_string()),
+                Err(e) => fail(&mut reaped, format!("removing {}: {e}", state.display())),
             }
-            if !options.dry_run {
-                if let Err(e) = std::fs::remove_dir_all(&path) {
-                    fail(&mut reaped, format!("removing {}: {e}", path.display()));
-                    continue;
-                }
-            }
-            reaped.folders.push(path.display().to_string());
         }
+        let kept_workspace = kept_workspace(row, &folder);
+        reaped.workspace = kept_workspace.as_ref().map(|p| p.display().to_string());
 
         if !options.dry_run && reaped.complete {
             let crashed = CrashedRun {
@@ -219,6 +227,12 @@ pub async fn collect(
                 provider: row.sandbox.as_ref().map(|s| s.provider.as_str()),
                 sandbox_id: row.sandbox.as_ref().and_then(|s| s.sandbox_id.as_deref()),
                 reaped: &reaped.leftovers,
+                workspace: row
+                    .workspace_record
+                    .as_deref()
+                    .and_then(|json| serde_json::from_str::<WorkspaceRecord>(json).ok()),
+                kept_workspace: kept_workspace.as_deref(),
+                temporary_workspace: row.temporary_workspace,
             };
             match write_crashed_result(&crashed) {
                 Ok(Some(path)) => reaped.result = Some(path.display().to_string()),
@@ -246,6 +260,17 @@ pub async fn collect(
         reap_unknown(runtime, &registry, options, &mut providers, &mut report).await?;
     }
     Ok(report)
+}
+
+/// Where the run's workspace is: the root it recorded once prepared, or else the
+/// scratch folder its source was filling (a clone cut short), when there is one.
+fn kept_workspace(row: &RunRow, folder: &Path) -> Option<PathBuf> {
+    row.workspace.as_ref().map(PathBuf::from).or_else(|| {
+        let scratch = folder.join(WORKSPACE_SCRATCH);
+        std::fs::symlink_metadata(&scratch)
+            .is_ok()
+            .then_some(scratch)
+    })
 }
 
 /// Provider objects whose run this registry does not know, owned by a dead process.

@@ -74,12 +74,14 @@ impl Tracker {
         f(&self.registry.lock().unwrap())
     }
 
+    /// The workspace is ready; `record` is how `result.json` describes it (JSON).
     pub fn workspace_prepared(
         &self,
         workspace: &Path,
         temporary: bool,
+        record: &str,
     ) -> Result<(), RegistryError> {
-        self.with(|r| r.workspace_prepared(&self.run_id, workspace, temporary))
+        self.with(|r| r.workspace_prepared(&self.run_id, workspace, temporary, record))
     }
 
     pub fn sandbox_creating(

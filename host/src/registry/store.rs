@@ -42,6 +42,9 @@ const MIGRATIONS: &[&str] = &[
         created_ms INTEGER NOT NULL,
         state TEXT NOT NULL
     );",
+    // 2: the workspace as `result.json` records it, so a crashed run's result says
+    // where its work is.
+    "ALTER TABLE runs ADD COLUMN workspace_record TEXT;",
 ];
 
 /// How long a writer waits for another process's transaction.
@@ -56,6 +59,17 @@ pub enum RegistryError {
     },
     #[error("sandbox registry {}: {source}", path.display())]
     Sqlite {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error(
+        "sandbox registry {path} is damaged ({source}), so no run can be recorded for cleanup \
+         after a crash; move it aside (mv {path} {path}.damaged, and its -wal and -shm files \
+         if there are any) and agentgate starts a new one. The runs it knew are then unknown \
+         to gc, which still finds their Docker objects by label",
+        path = path.display()
+    )]
+    Corrupt {
         path: PathBuf,
         source: rusqlite::Error,
     },
@@ -151,7 +165,12 @@ pub struct RunRow {
     pub heartbeat_ms: u64,
     pub finished_ms: Option<u64>,
     pub workspace: Option<String>,
+    /// The source meant the workspace to be removed when the run ends. gc keeps it
+    /// all the same: the run never collected what its agent did there.
     pub temporary_workspace: bool,
+    /// The workspace as the run's `result.json` records it (JSON), once prepared.
+    #[serde(skip)]
+    pub workspace_record: Option<String>,
     pub sandbox: Option<SandboxRow>,
 }
 
@@ -172,6 +191,23 @@ pub struct SandboxRow {
 pub struct Registry {
     path: PathBuf,
     conn: Connection,
+}
+
+impl RegistryError {
+    /// What SQLite said about the database at `path`; a file that is not a database
+    /// (overwritten, damaged) is told apart, with how to recover.
+    fn sqlite(path: &Path, source: rusqlite::Error) -> RegistryError {
+        let damaged = matches!(
+            source.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
+        );
+        let path = path.to_path_buf();
+        if damaged {
+            RegistryError::Corrupt { path, source }
+        } else {
+            RegistryError::Sqlite { path, source }
+        }
+    }
 }
 
 /// Milliseconds since the Unix epoch.
@@ -195,10 +231,7 @@ impl Registry {
                 source,
             })?;
         let path = home.join("registry.db");
-        let sqlite = |source| RegistryError::Sqlite {
-            path: path.clone(),
-            source,
-        };
+        let sqlite = |source| RegistryError::sqlite(&path, source);
         let conn = Connection::open(&path).map_err(sqlite)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
         // WAL lets readers and one writer work at once; NORMAL sync is durable across
@@ -224,19 +257,13 @@ impl Registry {
     }
 
     fn error(&self, source: rusqlite::Error) -> RegistryError {
-        RegistryError::Sqlite {
-            path: self.path.clone(),
-            source,
-        }
+        RegistryError::sqlite(&self.path, source)
     }
 
     fn migrate(&mut self) -> Result<(), RegistryError> {
         let known = MIGRATIONS.len() as u32;
         let path = self.path.clone();
-        let sqlite = |source| RegistryError::Sqlite {
-            path: path.clone(),
-            source,
-        };
+        let sqlite = |source| RegistryError::sqlite(&path, source);
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -280,17 +307,20 @@ impl Registry {
         Ok(())
     }
 
-    /// The run's workspace on the host; `temporary` when the run removes it at cleanup.
+    /// The run's workspace on the host; `temporary` when the run removes it at cleanup;
+    /// `record` is how `result.json` describes it (JSON).
     pub fn workspace_prepared(
         &self,
         run_id: &str,
         workspace: &Path,
         temporary: bool,
+        record: &str,
     ) -> Result<(), RegistryError> {
         self.conn
             .execute(
-                "UPDATE runs SET workspace = ?2, temporary_workspace = ?3 WHERE run_id = ?1",
-                params![run_id, workspace.display().to_string(), temporary],
+                "UPDATE runs SET workspace = ?2, temporary_workspace = ?3, workspace_record = ?4
+                 WHERE run_id = ?1",
+                params![run_id, workspace.display().to_string(), temporary, record],
             )
             .map_err(|e| self.error(e))?;
         Ok(())
@@ -379,7 +409,7 @@ impl Registry {
         let sql = format!(
             "SELECT r.run_id, r.name, r.folder, r.owner, r.state, r.status, r.started_ms,
                     r.heartbeat_ms, r.finished_ms, r.workspace, r.temporary_workspace,
-                    s.provider, s.sandbox_id, s.container_id, s.cgroup, s.workspace, s.mounts,
+                    r.workspace_record, s.provider, s.sandbox_id, s.container_id, s.cgroup, s.workspace, s.mounts,
                     s.created_ms, s.state
              FROM runs r LEFT JOIN sandboxes s ON s.run_id = r.run_id
              {}
@@ -389,19 +419,19 @@ impl Registry {
         let mut statement = self.conn.prepare(&sql).map_err(|e| self.error(e))?;
         let rows = statement
             .query_map([], |row| {
-                let provider: Option<String> = row.get(11)?;
+                let provider: Option<String> = row.get(12)?;
                 let sandbox = match provider {
                     None => None,
                     Some(provider) => Some(SandboxRow {
                         provider,
-                        sandbox_id: row.get(12)?,
-                        container_id: row.get(13)?,
-                        cgroup: row.get(14)?,
-                        workspace: row.get(15)?,
-                        mounts: serde_json::from_str(&row.get::<_, String>(16)?)
+                        sandbox_id: row.get(13)?,
+                        container_id: row.get(14)?,
+                        cgroup: row.get(15)?,
+                        workspace: row.get(16)?,
+                        mounts: serde_json::from_str(&row.get::<_, String>(17)?)
                             .unwrap_or(serde_json::Value::Null),
-                        created_ms: row.get(17)?,
-                        state: row.get(18)?,
+                        created_ms: row.get(18)?,
+                        state: row.get(19)?,
                     }),
                 };
                 Ok(RunRow {
@@ -416,6 +446,7 @@ impl Registry {
                     finished_ms: row.get(8)?,
                     workspace: row.get(9)?,
                     temporary_workspace: row.get(10)?,
+                    workspace_record: row.get(11)?,
                     sandbox,
                 })
             })
@@ -465,11 +496,18 @@ mod tests {
             })
             .unwrap();
         registry.sandbox_created("r1", "abc", Some("abc")).unwrap();
+        registry
+            .workspace_prepared("r1", Path::new("/tmp/ws"), false, r#"{"root":"/tmp/ws"}"#)
+            .unwrap();
         registry.heartbeat("r1").unwrap();
         let runs = registry.runs(false).unwrap();
         assert_eq!(runs.len(), 1);
         assert_eq!(runs[0].owner, owner.to_string());
         assert_eq!(runs[0].sandbox.as_ref().unwrap().state, "live");
+        assert_eq!(
+            runs[0].workspace_record.as_deref(),
+            Some(r#"{"root":"/tmp/ws"}"#)
+        );
         assert!(registry
             .run_ended("r1", RunState::Finished, "succeeded")
             .unwrap());
@@ -495,5 +533,20 @@ mod tests {
         let error = Registry::open(home.path()).err().unwrap().to_string();
         assert!(error.contains("schema version 99"), "{error}");
         assert!(error.contains("newer agentgate"), "{error}");
+    }
+
+    #[test]
+    fn a_damaged_database_is_named_with_the_way_out() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(
+            home.path().join("registry.db"),
+            "not a database at all\n".repeat(400),
+        )
+        .unwrap();
+        let error = Registry::open(home.path()).err().unwrap();
+        assert!(matches!(error, RegistryError::Corrupt { .. }), "{error:?}");
+        let text = error.to_string();
+        assert!(text.contains("is damaged"), "{text}");
+        assert!(text.contains("registry.db.damaged"), "{text}");
     }
 }

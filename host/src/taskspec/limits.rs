@@ -29,10 +29,39 @@ pub const MAX_VALUE_BYTES: usize = 64 << 10;
 pub const MAX_INTERPOLATED_BYTES: usize = 1 << 20;
 
 /// Reads a TaskSpec file, refusing one larger than `MAX_FILE_BYTES` without reading all of it.
+///
+/// Only a regular file is read. The path is opened without blocking and its type checked on the
+/// opened descriptor (not on the path, which could be swapped in between), so a FIFO with no
+/// writer, a terminal or a device is refused at once instead of hanging or reading forever.
 pub fn read(path: &Path) -> Result<String, SpecError> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+
     let cannot_read =
         |e: std::io::Error| SpecError::new("", format!("cannot read {}: {e}", path.display()));
-    let file = std::fs::File::open(path).map_err(cannot_read)?;
+    let file = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(cannot_read)?;
+    let kind = file.metadata().map_err(cannot_read)?.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a FIFO (named pipe)"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else {
+            "a special file"
+        };
+        return Err(SpecError::new(
+            "",
+            format!("{} is {what}, not a TaskSpec file", path.display()),
+        )
+        .with_hint("give the path of a regular file holding the TaskSpec's YAML"));
+    }
     let mut bytes = Vec::new();
     file.take(MAX_FILE_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
@@ -623,6 +652,34 @@ mod tests {
 
     fn depth_error(text: &str) -> Option<SpecError> {
         check_depth(text).err()
+    }
+
+    #[test]
+    fn only_a_regular_file_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        // A FIFO nobody writes to: a blocking open would wait for a writer forever.
+        let fifo = dir.path().join("task.yaml");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let error = read(&fifo).unwrap_err().to_string();
+        assert!(
+            error.contains("is a FIFO (named pipe), not a TaskSpec file"),
+            "{error}"
+        );
+        assert!(error.contains("regular file"), "{error}");
+        let error = read(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("is a directory"), "{error}");
+        let error = read(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(error.contains("is a device"), "{error}");
+        let file = dir.path().join("ok.yaml");
+        std::fs::write(&file, "a: 1\n").unwrap();
+        assert_eq!(read(&file).unwrap(), "a: 1\n");
     }
 
     #[test]
