@@ -32,12 +32,15 @@ pub async fn connect() -> Result<Docker, Error> {
     docker.negotiate_version().await.map_err(unreachable)
 }
 
+/// How to make the engine reachable.
+pub const ENGINE_FIX: &str = "start it (`sudo dockerd &`, `systemctl start docker` or Docker \
+    Desktop), make sure this user may use its socket (e.g. membership of the `docker` group), \
+    or point DOCKER_HOST at it";
+
 /// The engine could not be reached at all.
 fn unreachable(e: BollardError) -> Error {
-    Error::Unavailable(format!(
-        "cannot reach the Docker engine at {}: {e}; start it (`sudo dockerd &`, \
-         `systemctl start docker` or Docker Desktop), make sure this user may use its socket \
-         (e.g. membership of the `docker` group), or point DOCKER_HOST at it",
+    crate::capabilities::lacking(format!(
+        "cannot reach the Docker engine at {}: {e}; {ENGINE_FIX}",
         engine_address()
     ))
 }

@@ -16,6 +16,7 @@ mod network;
 mod pump;
 mod sealed;
 mod seccomp;
+mod userns;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -33,8 +34,12 @@ use crate::runtime::bindings::process::{Host, SpawnRequest};
 use crate::runtime::bindings::types::{Error, NetworkMode, ResourceUsage};
 use crate::runtime::PluginState;
 
-use cgroup::{Cgroup, CgroupLimits};
+use cgroup::{Cgroup, CgroupError, CgroupLimits};
 pub use isolation::Isolation;
+pub use network::{open_tun, slirp4netns, SLIRP4NETNS_FIX, TUN_FIX};
+pub use sealed::{bubblewrap, BUBBLEWRAP_FIX, MIN_BUBBLEWRAP};
+pub use seccomp::SeccompPrograms;
+pub use userns::UserNamespaces;
 
 /// A process group started by the host.
 pub struct ProcessGroup {
@@ -99,11 +104,7 @@ impl ProcessGroups {
             }
             return Ok(cgroup.clone());
         }
-        let cgroup = Arc::new(Cgroup::create(name, limits).map_err(|e| {
-            Error::Unavailable(format!(
-                "cannot limit and track the sandbox's processes: {e}"
-            ))
-        })?);
+        let cgroup = Arc::new(Cgroup::create(name, limits).map_err(cgroup_unavailable)?);
         *slot = Some((limits.clone(), cgroup.clone()));
         Ok(cgroup)
     }
@@ -152,6 +153,16 @@ impl ProcessGroups {
 impl Drop for ProcessGroups {
     fn drop(&mut self) {
         self.kill_all();
+    }
+}
+
+/// A sandbox cgroup that could not be made: the machine lacks cgroups this process may
+/// use, unless the name or limits were wrong.
+fn cgroup_unavailable(error: CgroupError) -> Error {
+    let message = format!("cannot limit and track the sandbox's processes: {error}");
+    match error {
+        CgroupError::Unavailable { .. } | CgroupError::Io { .. } => super::lacking(message),
+        _ => Error::Unavailable(message),
     }
 }
 
@@ -232,6 +243,9 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         });
     };
     let bwrap = sealed::bubblewrap()?;
+    UserNamespaces::of_this_kernel()
+        .check()
+        .map_err(super::lacking)?;
     let cgroup = groups.cgroup(cgroup_name, limits)?;
     let seccomp = seccomp::SeccompPrograms::build()?;
     let bridge = match network {
@@ -364,6 +378,65 @@ async fn spawn(
     let output = pump::start(child, group.clone(), launch.timeout, bridge);
     let stdin = stdin.map(|s| Box::new(s) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>);
     Ok(Execution::new(id, output, stdin, group))
+}
+
+/// Starts `/bin/true` sealed exactly as a sandbox's command is (bubblewrap, user
+/// namespaces, seccomp, the Landlock init, a cgroup of its own, `network`) and waits
+/// for it: `agentgate doctor`'s proof that the pieces it checked one by one also work
+/// together. Ok when it exited 0; otherwise what it printed.
+pub async fn probe_sealed(network: NetworkMode) -> Result<(), Error> {
+    let isolation = Isolation::Sealed {
+        view: sealed::SealedView::new(Vec::new())?,
+        limits: CgroupLimits {
+            memory_bytes: None,
+            cpu_millicores: None,
+            pids: isolation::DEFAULT_PIDS_LIMIT,
+        },
+        network,
+    };
+    let launch = Launch {
+        argv: vec!["/bin/true".into()],
+        cwd: "/".into(),
+        env: Vec::new(),
+        inherit_env: false,
+        stdin: None,
+        keep_stdin_open: false,
+        timeout: Some(Duration::from_secs(30)),
+        isolation,
+    };
+    let groups = ProcessGroups::default();
+    let name = format!(
+        "doctor-{}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7().simple()
+    );
+    let mut execution = spawn(launch, &groups, "doctor".into(), &name).await?;
+    let mut stderr = Vec::new();
+    let status = loop {
+        match execution.read(Duration::from_secs(30)).await {
+            crate::runtime::bindings::execution::Output::Chunk(chunk) => stderr.extend(chunk.data),
+            crate::runtime::bindings::execution::Output::Exited(status) => break status,
+            _ => {}
+        }
+    };
+    groups.close();
+    if status.code == Some(0) {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&stderr);
+    Err(Error::Unavailable(format!(
+        "a sealed `/bin/true` {}{}",
+        match (status.code, status.signal, status.timed_out) {
+            (_, _, true) => "timed out".to_string(),
+            (Some(code), _, _) => format!("exited {code}"),
+            (None, Some(signal), _) => format!("was killed by signal {signal}"),
+            _ => "ended without a status".to_string(),
+        },
+        match said.trim() {
+            "" => String::new(),
+            said => format!(": {said}"),
+        }
+    )))
 }
 
 /// Lets the child keep `fd` across exec (every fd the host opens is close-on-exec).
