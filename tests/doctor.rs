@@ -321,6 +321,10 @@ fn an_unprivileged_user_without_a_delegated_cgroup_fails_the_cgroup_check_with_t
     // Its home is its own; the engine's socket is not open to it.
     assert_eq!(status(&report, "home"), "ok", "{report:#}");
     assert_eq!(status(&report, "docker-engine"), "fail", "{report:#}");
+    assert!(
+        text(&report, "docker-engine", "found").contains("is not open to this user"),
+        "{report:#}"
+    );
     assert!(text(&report, "docker-engine", "fix").contains("docker` group"));
 }
 

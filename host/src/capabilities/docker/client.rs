@@ -39,8 +39,17 @@ pub const ENGINE_FIX: &str = "start it (`sudo dockerd &`, `systemctl start docke
 
 /// The engine could not be reached at all.
 fn unreachable(e: BollardError) -> Error {
+    // The client's error hides why a connect failed; a socket this user may not open
+    // is the common case, and worth naming.
+    let closed = local_socket()
+        .filter(|socket| {
+            use rustix::fs::{access, Access};
+            socket.exists() && access(socket, Access::READ_OK | Access::WRITE_OK).is_err()
+        })
+        .map(|socket| format!(" ({} is not open to this user)", socket.display()))
+        .unwrap_or_default();
     crate::capabilities::lacking(format!(
-        "cannot reach the Docker engine at {}: {e}; {ENGINE_FIX}",
+        "cannot reach the Docker engine at {}: {e}{closed}; {ENGINE_FIX}",
         engine_address()
     ))
 }
