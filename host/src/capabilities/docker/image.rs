@@ -141,3 +141,31 @@ impl std::fmt::Display for Storage {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn storage(driver: &str, backing: &str) -> Storage {
+        Storage::of(&bollard::models::SystemInfo {
+            driver: Some(driver.into()),
+            driver_status: Some(vec![vec!["Backing Filesystem".into(), backing.into()]]),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn disk_limits_are_enforced_only_by_drivers_with_a_size_limit() {
+        assert!(storage("overlay2", "xfs").disk_quota().is_ok());
+        assert!(storage("btrfs", "btrfs").disk_quota().is_ok());
+        let Err(Error::Unavailable(message)) = storage("overlay2", "extfs").disk_quota() else {
+            panic!("overlay2 on extfs has no size limit")
+        };
+        assert!(message.contains("overlay2 on extfs"), "{message}");
+        assert!(message.contains(DISK_QUOTA_FIX), "{message}");
+        assert!(
+            message.ends_with(crate::capabilities::DOCTOR_HINT),
+            "{message}"
+        );
+    }
+}
