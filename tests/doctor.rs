@@ -219,6 +219,42 @@ fn an_engine_that_never_answers_is_reported_not_waited_for() {
     assert!(found.contains(&address), "{found}");
 }
 
+#[test]
+fn refused_plugins_are_named_and_a_plugin_dir_that_is_not_there_fails() {
+    let home = Home::new();
+    let fixtures = support::fixture_plugins();
+    let fixtures = fixtures.to_str().unwrap();
+    let (output, report) = doctor(&home, &["--plugin-dir", fixtures], &[]);
+    // The built-in docker provider still serves runs: a refusal is a warning.
+    assert_eq!(output.status.code(), Some(0), "{report:#}");
+    assert_eq!(status(&report, "plugin-dirs"), "ok", "{report:#}");
+    assert!(text(&report, "plugin-dirs", "found").contains(fixtures));
+    assert_eq!(status(&report, "plugins"), "warn", "{report:#}");
+    let plugins = text(&report, "plugins", "found");
+    assert!(
+        plugins.contains("sneaky-docker") && plugins.contains("is refused"),
+        "{plugins}"
+    );
+    assert!(plugins.contains("agentgate:plugin/docker"), "{plugins}");
+    assert!(text(&report, "plugins", "fix").contains("--grant"));
+
+    // A directory that is not there stops every run from loading its plugins.
+    let missing = home.dir.path().join("no-such-plugins");
+    let missing = missing.to_str().unwrap();
+    let (output, report) = doctor(&home, &["--plugin-dir", missing], &[]);
+    assert_eq!(output.status.code(), Some(1), "{report:#}");
+    for id in ["plugin-dirs", "plugins"] {
+        assert_eq!(status(&report, id), "fail", "{report:#}");
+        assert!(text(&report, id, "found").contains(missing), "{report:#}");
+    }
+
+    // A provider no plugin serves cannot run.
+    let (output, report) = doctor(&home, &["--provider", "kubernetes"], &[]);
+    assert_eq!(output.status.code(), Some(1), "{report:#}");
+    assert_eq!(status(&report, "provider-plugin"), "fail");
+    assert!(text(&report, "provider-plugin", "found").contains("no plugin serves"));
+}
+
 /// A PATH that has the programs agentgate may look for, except `bwrap`.
 fn path_without_bwrap() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

@@ -204,20 +204,16 @@ fn plugin_dirs(cli: &Cli) -> Vec<Check> {
     if missing.is_empty() {
         return vec![Check::ok("plugin-dirs", GROUP, NO_PROVIDER, list(&usable))];
     }
-    vec![Check::warn(
+    // The runtime refuses to start without every directory it was given.
+    vec![Check::fail(
         "plugin-dirs",
         GROUP,
-        NO_PROVIDER,
+        EVERY_PROVIDER,
         format!(
-            "not directories, so nothing is loaded from them: {}{}",
-            list(&missing),
-            if usable.is_empty() {
-                String::new()
-            } else {
-                format!("; read: {}", list(&usable))
-            }
+            "not directories, so no run can load its plugins: {}",
+            list(&missing)
         ),
-        "fix the path given with --plugin-dir or in AGENTGATE_PLUGIN_PATH",
+        "create them, or fix the paths given with --plugin-dir or in AGENTGATE_PLUGIN_PATH",
     )]
 }
 
@@ -233,8 +229,8 @@ async fn plugins(cli: &Cli, provider: &str) -> Vec<Check> {
                 GROUP,
                 EVERY_PROVIDER,
                 format!("the plugins cannot be loaded: {e}"),
-                "mend what the message names (the grants file, a --grant flag, \
-                 ANTHROPIC_BASE_URL)",
+                "mend what the message names (a plugin directory, the grants file, a --grant \
+                 flag, ANTHROPIC_BASE_URL)",
             )]
         }
     };
