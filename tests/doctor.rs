@@ -119,7 +119,7 @@ fn as_root_with_what_ci_installs_every_check_passes_and_the_exit_is_0() {
         assert!(check(&report, id)["fix"].is_null());
     }
     assert!(text(&report, "bubblewrap", "found").starts_with("bubblewrap "));
-    assert!(text(&report, "cgroups", "found").contains("created a cgroup"));
+    assert!(text(&report, "cgroups", "found").contains("pids, memory and cpu limits"));
     assert!(text(&report, "landlock", "found").starts_with("ABI "));
     assert!(text(&report, "sealed-sandbox", "found").contains("exited 0"));
     assert!(text(&report, "bridge-network", "found").contains("bridge"));

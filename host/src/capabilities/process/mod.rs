@@ -35,7 +35,7 @@ use crate::runtime::bindings::types::{Error, NetworkMode, ResourceUsage};
 use crate::runtime::PluginState;
 
 use cgroup::{Cgroup, CgroupError, CgroupLimits};
-pub use isolation::Isolation;
+pub use isolation::{default_limits, Isolation};
 pub use network::{open_tun, slirp4netns, SLIRP4NETNS_FIX, TUN_FIX};
 pub use sealed::{bubblewrap, BUBBLEWRAP_FIX, MIN_BUBBLEWRAP};
 pub use seccomp::SeccompPrograms;
@@ -385,15 +385,11 @@ async fn spawn(
 /// for it: `agentgate doctor`'s proof that the pieces it checked one by one also work
 /// together. Ok when it exited 0; otherwise what it printed.
 pub async fn probe_sealed(network: NetworkMode) -> Result<(), Error> {
-    let isolation = Isolation::Sealed {
-        view: sealed::SealedView::new(Vec::new())?,
-        limits: CgroupLimits {
-            memory_bytes: None,
-            cpu_millicores: None,
-            pids: isolation::DEFAULT_PIDS_LIMIT,
-        },
-        network,
-    };
+    let isolation = Isolation::from_request(crate::runtime::bindings::process::Isolation {
+        sealed: Some(crate::runtime::bindings::process::SealedView { binds: Vec::new() }),
+        limits: None,
+        network: Some(network),
+    })?;
     let launch = Launch {
         argv: vec!["/bin/true".into()],
         cwd: "/".into(),

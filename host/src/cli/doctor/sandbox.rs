@@ -153,35 +153,55 @@ fn cgroups() -> Check {
             )
         }
     };
-    let name = format!(
-        "doctor-{}-{}",
-        std::process::id(),
-        uuid::Uuid::now_v7().simple()
-    );
-    let limits = CgroupLimits {
-        memory_bytes: Some(256 << 20),
-        cpu_millicores: Some(1000),
-        pids: 64,
-    };
-    match Cgroup::create(&name, &limits) {
-        // Dropping it removes it.
-        Ok(created) => {
-            drop(created);
-            Check::ok(
-                "cgroups",
-                GROUP,
-                SUBPROCESS,
-                format!("{placement}; this user created a cgroup there with memory, cpu and pids limits"),
-            )
-        }
-        Err(e) => Check::fail(
+    // What every sandbox gets (a pids limit), then the limits a TaskSpec may add.
+    let every_sandbox = process::default_limits();
+    if let Err(e) = make_and_remove(&every_sandbox) {
+        return Check::fail(
             "cgroups",
             GROUP,
             SUBPROCESS,
             format!("{placement}; {}", before_fix(&e.to_string(), SETUP_HINT)),
             SETUP_HINT,
+        );
+    }
+    let limited = CgroupLimits {
+        memory_bytes: Some(256 << 20),
+        cpu_millicores: Some(1000),
+        ..every_sandbox
+    };
+    match make_and_remove(&limited) {
+        Ok(()) => Check::ok(
+            "cgroups",
+            GROUP,
+            SUBPROCESS,
+            format!(
+                "{placement}; this user created cgroups there with pids, memory and cpu limits"
+            ),
+        ),
+        // Runs without `resources.memory` and `resources.cpu` are not affected.
+        Err(e) => Check::warn(
+            "cgroups",
+            GROUP,
+            NO_PROVIDER,
+            format!(
+                "{placement}; sandboxes get cgroups, but runs that set `resources.memory` or \
+                 `resources.cpu` are refused: {}",
+                before_fix(&e.to_string(), SETUP_HINT)
+            ),
+            SETUP_HINT,
         ),
     }
+}
+
+/// Creates a sandbox cgroup with `limits` as a run does, and removes it again.
+fn make_and_remove(limits: &CgroupLimits) -> Result<(), cgroup::CgroupError> {
+    let name = format!(
+        "doctor-{}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7().simple()
+    );
+    // Dropping it removes it.
+    Cgroup::create(&name, limits).map(drop)
 }
 
 fn landlock() -> Check {
