@@ -315,6 +315,38 @@ fn a_run_that_lacks_bubblewrap_fails_unavailable_and_points_to_doctor() {
     );
 }
 
+#[test]
+fn a_docker_run_without_an_engine_fails_unavailable_and_points_to_doctor() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let address = format!("unix://{}", dir.path().join("nobody.sock").display());
+    let spec = support::task_spec(
+        "no-engine",
+        "x",
+        &format!(
+            "workspace:\n  source: fresh\n  template: empty\nsandbox:\n  provider: docker\n  \
+             image: busybox\n{}",
+            support::shell_agent("true")
+        ),
+    );
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(&path, spec).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_agentgate"))
+        .arg("run")
+        .arg(&path)
+        .env("AGENTGATE_HOME", home.dir.path())
+        .env("DOCKER_HOST", &address)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let error = home.result()["error"].as_str().unwrap().to_string();
+    assert!(error.contains(&address), "{error}");
+    assert!(
+        error.ends_with("run `agentgate doctor` for every check"),
+        "{error}"
+    );
+}
+
 /// `agentgate doctor --provider subprocess --json` as [`NOBODY`] with its own home,
 /// after `enter` (shell run as root first, to move into a cgroup).
 fn doctor_as_nobody(enter: &str) -> (Output, Value) {
