@@ -103,7 +103,8 @@ fn as_root_with_what_ci_installs_every_check_passes_and_the_exit_is_0() {
         .collect();
     assert_eq!(ids, CHECKS);
     for check in report["checks"].as_array().unwrap() {
-        let keys: Vec<&String> = check.as_object().unwrap().keys().collect();
+        let mut keys: Vec<&String> = check.as_object().unwrap().keys().collect();
+        keys.sort();
         assert_eq!(
             keys,
             ["fix", "found", "group", "id", "neededBy", "reason", "status"],

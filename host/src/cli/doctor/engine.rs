@@ -6,9 +6,8 @@
 use std::time::Duration;
 
 use crate::capabilities::docker::{self, DISK_QUOTA_FIX, ENGINE_FIX};
-use crate::runtime::instance::error_text;
 
-use super::{before_fix, Check, DOCKER, NO_PROVIDER};
+use super::{before_fix, said, Check, DOCKER, NO_PROVIDER};
 
 const GROUP: &str = "docker";
 
@@ -60,7 +59,7 @@ pub async fn checks() -> Vec<Check> {
                 "docker-engine",
                 GROUP,
                 DOCKER,
-                before_fix(&error_text(&e), ENGINE_FIX),
+                before_fix(&said(&e), ENGINE_FIX),
                 ENGINE_FIX,
             ),
             Check::skip(

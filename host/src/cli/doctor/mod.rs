@@ -234,6 +234,15 @@ fn group_title(group: &str) -> &str {
     }
 }
 
+/// What a capability's error says, without the `unavailable:` a run's error starts
+/// with: in a check, that is what `fail` means.
+fn said(error: &crate::runtime::bindings::types::Error) -> String {
+    match error {
+        crate::runtime::bindings::types::Error::Unavailable(message) => message.clone(),
+        other => crate::runtime::instance::error_text(other),
+    }
+}
+
 /// `message` up to where `fix` (or the doctor hint) starts: the check shows the fix
 /// on its own line, so what was found need not repeat it.
 fn before_fix(message: &str, fix: &str) -> String {

@@ -8,9 +8,8 @@ use crate::capabilities::process::{
     SLIRP4NETNS_FIX, TUN_FIX,
 };
 use crate::runtime::bindings::types::{Error, NetworkMode};
-use crate::runtime::instance::error_text;
 
-use super::{before_fix, Check, NO_PROVIDER, SUBPROCESS};
+use super::{before_fix, said, Check, NO_PROVIDER, SUBPROCESS};
 
 const GROUP: &str = "subprocess";
 
@@ -250,7 +249,7 @@ fn seccomp() -> Check {
             ),
         ),
         Err(e) => {
-            let text = error_text(&e);
+            let text = said(&e);
             Check::fail(
                 "seccomp",
                 GROUP,
@@ -328,20 +327,14 @@ async fn probe(id: &'static str, network: NetworkMode) -> Check {
         ),
         Err(e) => {
             let fix = fix_of(&e);
-            Check::fail(
-                id,
-                GROUP,
-                SUBPROCESS,
-                before_fix(&error_text(&e), &fix),
-                fix,
-            )
+            Check::fail(id, GROUP, SUBPROCESS, before_fix(&said(&e), &fix), fix)
         }
     }
 }
 
 /// The fix a failed sealed command calls for: the capability's, when it named one.
 fn fix_of(error: &Error) -> String {
-    let text = error_text(error);
+    let text = said(error);
     [SETUP_HINT, BUBBLEWRAP_FIX, SLIRP4NETNS_FIX, TUN_FIX]
         .into_iter()
         .find(|fix| text.contains(fix))
