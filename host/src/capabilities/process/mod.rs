@@ -6,7 +6,10 @@
 //! [`seccomp`], [`network`]) and in the plugin's cgroup ([`cgroup`]), which limits,
 //! measures and kills it and everything it starts, `setsid` and double forks included.
 //! What a plugin started is tracked per store and killed when the store goes away, so
-//! cleanup does not depend on the plugin behaving.
+//! cleanup does not depend on the plugin behaving. A prerequisite the machine lacks
+//! (bubblewrap, user namespaces, cgroups) fails the spawn with `unavailable`, and
+//! `agentgate doctor` asks the same functions ([`bubblewrap`], [`UserNamespaces`],
+//! [`probe_sealed`], ...).
 
 pub mod cgroup;
 mod isolation;
@@ -407,10 +410,11 @@ pub async fn probe_sealed(network: NetworkMode) -> Result<(), Error> {
         uuid::Uuid::now_v7().simple()
     );
     let mut execution = spawn(launch, &groups, "doctor".into(), &name).await?;
-    let mut stderr = Vec::new();
+    // What bubblewrap or the init printed, on either pipe, says what was refused.
+    let mut printed = Vec::new();
     let status = loop {
         match execution.read(Duration::from_secs(30)).await {
-            crate::runtime::bindings::execution::Output::Chunk(chunk) => stderr.extend(chunk.data),
+            crate::runtime::bindings::execution::Output::Chunk(chunk) => printed.extend(chunk.data),
             crate::runtime::bindings::execution::Output::Exited(status) => break status,
             _ => {}
         }
@@ -419,7 +423,7 @@ pub async fn probe_sealed(network: NetworkMode) -> Result<(), Error> {
     if status.code == Some(0) {
         return Ok(());
     }
-    let said = String::from_utf8_lossy(&stderr);
+    let said = String::from_utf8_lossy(&printed);
     Err(Error::Unavailable(format!(
         "a sealed `/bin/true` {}{}",
         match (status.code, status.signal, status.timed_out) {
