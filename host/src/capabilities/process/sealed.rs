@@ -277,7 +277,7 @@ fn lexically_normal(path: &str) -> PathBuf {
     PathBuf::from(format!("/{}", parts.join("/")))
 }
 
-/// The oldest bubblewrap that takes every option [`SealedView::bwrap_args`] passes
+/// The oldest bubblewrap that takes every option `SealedView::bwrap_args` passes
 /// (`--disable-userns` came in 0.8.0).
 pub const MIN_BUBBLEWRAP: [u32; 3] = [0, 8, 0];
 
