@@ -193,3 +193,4 @@ pub fn docker_test_image() -> Result<(), String> {
 pub mod anthropic;
 pub mod http;
 pub mod openai_responses;
+pub mod unprivileged;

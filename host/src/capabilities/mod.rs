@@ -116,6 +116,25 @@ impl RunContext {
 
 impl crate::runtime::bindings::types::Host for crate::runtime::PluginState {}
 
+/// The words that end every `unavailable` error saying that this machine lacks
+/// something a run needs, so a user learns every missing prerequisite at once rather
+/// than one failed run at a time.
+pub const DOCTOR_HINT: &str = "run `agentgate doctor` for every check";
+
+/// The contract's `unavailable` error for a prerequisite this machine lacks: `message`
+/// says what and how to get it; [`DOCTOR_HINT`] follows.
+pub(crate) fn lacking(message: impl std::fmt::Display) -> crate::runtime::bindings::types::Error {
+    crate::runtime::bindings::types::Error::Unavailable(format!("{message}; {DOCTOR_HINT}"))
+}
+
+/// `message` without the [`DOCTOR_HINT`] that [`lacking`] added, for `agentgate
+/// doctor` itself.
+pub fn without_doctor_hint(message: &str) -> &str {
+    message
+        .strip_suffix(DOCTOR_HINT)
+        .map_or(message, |rest| rest.trim_end_matches("; "))
+}
+
 /// The contract's `invalid-spec` error for `path` (relative to the request).
 pub(crate) fn invalid_spec(
     path: &str,

@@ -3,10 +3,11 @@
 //! Exit codes: 0 the run succeeded (or the command did); 1 the agent failed; 2 the
 //! input is invalid (TaskSpec, options, flags); 3 a plugin or the host failed; 4 the
 //! run timed out; 130 the run was interrupted (SIGINT, SIGTERM, SIGHUP or SIGQUIT, at
-//! any point).
+//! any point). `doctor` exits 0 when the provider it checks for can run here, 1 when not.
 
 mod completions;
 mod console;
+mod doctor;
 mod gc;
 mod interrupt;
 mod plugins;
@@ -84,6 +85,8 @@ enum Command {
     Gc(gc::GcArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),
+    /// Check everything a run needs on this machine, each with what was found and the fix.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Exit code for invalid input.
@@ -149,6 +152,7 @@ impl Cli {
             Command::Sandboxes(args) => sandboxes::run(self, args),
             Command::Gc(args) => gc::run(self, args).await,
             Command::Completions(args) => completions::print(args),
+            Command::Doctor(args) => doctor::run(self, args).await,
         }
     }
 
@@ -166,6 +170,19 @@ impl Cli {
         self.home().join("cache")
     }
 
+    /// The plugin directories: `AGENTGATE_PLUGIN_PATH`'s, then `--plugin-dir`s.
+    fn plugin_dirs(&self) -> Vec<PathBuf> {
+        let mut plugin_dirs: Vec<PathBuf> = std::env::var_os("AGENTGATE_PLUGIN_PATH")
+            .map(|paths| {
+                std::env::split_paths(&paths)
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        plugin_dirs.extend(self.plugin_dirs.iter().cloned());
+        plugin_dirs
+    }
+
     /// Loads the runtime with this invocation's plugin directories and grants.
     /// Components never seen before are compiled and described, with progress shown.
     async fn runtime(&self) -> Result<std::sync::Arc<Runtime>, LoadError> {
@@ -181,18 +198,10 @@ impl Cli {
         {
             grants.set_anthropic_base_url(&url)?;
         }
-        let mut plugin_dirs: Vec<PathBuf> = std::env::var_os("AGENTGATE_PLUGIN_PATH")
-            .map(|paths| {
-                std::env::split_paths(&paths)
-                    .filter(|p| !p.as_os_str().is_empty())
-                    .collect()
-            })
-            .unwrap_or_default();
-        plugin_dirs.extend(self.plugin_dirs.iter().cloned());
         Runtime::new(RuntimeConfig {
             cache_dir: Some(self.cache_dir()),
             cache_max_bytes: self.cache_size,
-            plugin_dirs,
+            plugin_dirs: self.plugin_dirs(),
             grants,
             limits: PluginLimits::default(),
             observer: Some(std::sync::Arc::new(progress::CompileProgress::default())),

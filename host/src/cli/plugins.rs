@@ -174,6 +174,6 @@ fn cache(cli: &Cli, clear: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn mib(bytes: u64) -> String {
+pub(super) fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
 }

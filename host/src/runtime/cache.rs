@@ -266,6 +266,17 @@ impl PluginCache {
         }
     }
 
+    /// Cache directories that exist but are not private to this user (someone else
+    /// owns them, or others may write to them): nothing is read from them, so every
+    /// plugin is compiled and described again each time.
+    pub fn unprotected_dirs(&self) -> Vec<&Path> {
+        [&self.compiled, &self.described, &self.files]
+            .into_iter()
+            .filter(|sealed| sealed.dir.exists() && !sealed.dir_is_private())
+            .map(|sealed| sealed.dir.as_path())
+            .collect()
+    }
+
     pub fn compiled_dir(&self) -> &Path {
         &self.compiled.dir
     }

@@ -141,9 +141,12 @@ pub struct SandboxSpec {
     pub options: Options,
 }
 
+/// The provider of a `sandbox` block that names none.
+pub const DEFAULT_PROVIDER: &str = "docker";
+
 impl SandboxSpec {
     fn default_provider() -> String {
-        "docker".into()
+        DEFAULT_PROVIDER.into()
     }
 
     fn default_workdir() -> String {

@@ -32,12 +32,24 @@ pub async fn connect() -> Result<Docker, Error> {
     docker.negotiate_version().await.map_err(unreachable)
 }
 
+/// How to make the engine reachable.
+pub const ENGINE_FIX: &str = "start it (`sudo dockerd &`, `systemctl start docker` or Docker \
+    Desktop), make sure this user may use its socket (e.g. membership of the `docker` group), \
+    or point DOCKER_HOST at it";
+
 /// The engine could not be reached at all.
 fn unreachable(e: BollardError) -> Error {
-    Error::Unavailable(format!(
-        "cannot reach the Docker engine at {}: {e}; start it (`sudo dockerd &`, \
-         `systemctl start docker` or Docker Desktop), make sure this user may use its socket \
-         (e.g. membership of the `docker` group), or point DOCKER_HOST at it",
+    // The client's error hides why a connect failed; a socket this user may not open
+    // is the common case, and worth naming.
+    let closed = local_socket()
+        .filter(|socket| {
+            use rustix::fs::{access, Access};
+            socket.exists() && access(socket, Access::READ_OK | Access::WRITE_OK).is_err()
+        })
+        .map(|socket| format!(" ({} is not open to this user)", socket.display()))
+        .unwrap_or_default();
+    crate::capabilities::lacking(format!(
+        "cannot reach the Docker engine at {}: {e}{closed}; {ENGINE_FIX}",
         engine_address()
     ))
 }

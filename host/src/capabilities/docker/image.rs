@@ -84,33 +84,88 @@ pub async fn check_disk_quota(docker: &Docker) -> Result<(), Error> {
         .info()
         .await
         .map_err(|e| client::failed("reading the engine's storage driver", e))?;
-    let driver = info.driver.unwrap_or_default();
-    let backing = info
-        .driver_status
-        .unwrap_or_default()
-        .into_iter()
-        .find(|kv| kv.first().is_some_and(|k| k == "Backing Filesystem"))
-        .and_then(|kv| kv.get(1).cloned())
-        .unwrap_or_default();
-    let supported = match driver.as_str() {
-        // overlay2 enforces `size` only on xfs mounted with project quotas.
-        "overlay2" => backing == "xfs",
-        "btrfs" | "zfs" | "devicemapper" | "windowsfilter" => true,
-        _ => false,
-    };
-    if supported {
-        Ok(())
-    } else {
-        let on = if backing.is_empty() {
-            String::new()
-        } else {
-            format!(" on {backing}")
+    Storage::of(&info).disk_quota()
+}
+
+/// The engine's storage driver and the file system under it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Storage {
+    pub driver: String,
+    /// Empty when the engine does not say.
+    pub backing: String,
+}
+
+/// How to get a storage driver that enforces `resources.disk`.
+pub const DISK_QUOTA_FIX: &str = "remove the limit, or give Docker a storage driver with a \
+    container size limit (overlay2 on xfs with project quotas, btrfs, zfs or devicemapper) by \
+    moving its data root to such a file system";
+
+impl Storage {
+    pub fn of(info: &bollard::models::SystemInfo) -> Storage {
+        Storage {
+            driver: info.driver.clone().unwrap_or_default(),
+            backing: info
+                .driver_status
+                .iter()
+                .flatten()
+                .find(|kv| kv.first().is_some_and(|k| k == "Backing Filesystem"))
+                .and_then(|kv| kv.get(1).cloned())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Whether a container size limit (`resources.disk`) can be enforced.
+    pub fn disk_quota(&self) -> Result<(), Error> {
+        let supported = match self.driver.as_str() {
+            // overlay2 enforces `size` only on xfs mounted with project quotas.
+            "overlay2" => self.backing == "xfs",
+            "btrfs" | "zfs" | "devicemapper" | "windowsfilter" => true,
+            _ => false,
         };
-        Err(Error::Unavailable(format!(
-            "`resources.disk` cannot be enforced: the Docker engine's storage driver is \
-             {driver}{on}, which has no container size limit (overlay2 needs xfs with \
-             project quotas; btrfs, zfs and devicemapper have one); remove the limit or \
-             move Docker's data root to such a file system"
+        if supported {
+            return Ok(());
+        }
+        Err(crate::capabilities::lacking(format!(
+            "`resources.disk` cannot be enforced: the Docker engine's storage driver is {self}, \
+             which has no container size limit; {DISK_QUOTA_FIX}"
         )))
+    }
+}
+
+impl std::fmt::Display for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.driver)?;
+        if !self.backing.is_empty() {
+            write!(f, " on {}", self.backing)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn storage(driver: &str, backing: &str) -> Storage {
+        Storage::of(&bollard::models::SystemInfo {
+            driver: Some(driver.into()),
+            driver_status: Some(vec![vec!["Backing Filesystem".into(), backing.into()]]),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn disk_limits_are_enforced_only_by_drivers_with_a_size_limit() {
+        assert!(storage("overlay2", "xfs").disk_quota().is_ok());
+        assert!(storage("btrfs", "btrfs").disk_quota().is_ok());
+        let Err(Error::Unavailable(message)) = storage("overlay2", "extfs").disk_quota() else {
+            panic!("overlay2 on extfs has no size limit")
+        };
+        assert!(message.contains("overlay2 on extfs"), "{message}");
+        assert!(message.contains(DISK_QUOTA_FIX), "{message}");
+        assert!(
+            message.ends_with(crate::capabilities::DOCTOR_HINT),
+            "{message}"
+        );
     }
 }

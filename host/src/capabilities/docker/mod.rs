@@ -29,7 +29,49 @@ use crate::runtime::PluginState;
 use container::{Container, Guard};
 use policy::{Policy, LABEL_RUN_ID};
 
-pub use client::engine_address;
+pub use client::{engine_address, ENGINE_FIX};
+pub use image::{Storage, DISK_QUOTA_FIX};
+
+/// The engine as a run would find it, for `agentgate doctor`.
+#[derive(Debug)]
+pub struct EngineFacts {
+    /// The engine's version, e.g. `20.10.24`.
+    pub version: String,
+    /// The API version agreed with it.
+    pub api_version: String,
+    pub storage: Storage,
+}
+
+/// Connects as a run does (same address, same version negotiation) and reads the
+/// engine's version and storage driver, giving up after `timeout`: an engine that does
+/// not answer must not hold `agentgate doctor` up.
+pub async fn engine_facts(timeout: Duration) -> Result<EngineFacts, Error> {
+    let read = async {
+        let docker = client::connect().await?;
+        let version = docker
+            .version()
+            .await
+            .map_err(|e| client::failed("reading the engine's version", e))?;
+        let info = docker
+            .info()
+            .await
+            .map_err(|e| client::failed("reading the engine's storage driver", e))?;
+        Ok(EngineFacts {
+            version: version.version.unwrap_or_default(),
+            api_version: docker.client_version().to_string(),
+            storage: Storage::of(&info),
+        })
+    };
+    tokio::time::timeout(timeout, read)
+        .await
+        .unwrap_or_else(|_| {
+            Err(crate::capabilities::lacking(format!(
+                "the Docker engine at {} did not answer within {}s; {ENGINE_FIX}",
+                engine_address(),
+                timeout.as_secs()
+            )))
+        })
+}
 
 /// Turns `Result<T, Error>` into the binding's nested result.
 fn answer<T>(result: Result<T, Error>) -> wasmtime::Result<Result<T, Error>> {

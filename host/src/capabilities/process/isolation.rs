@@ -50,13 +50,18 @@ impl Isolation {
     }
 }
 
+/// The limits of a sandbox whose spec sets none: a pids limit only.
+pub fn default_limits() -> CgroupLimits {
+    CgroupLimits {
+        memory_bytes: None,
+        cpu_millicores: None,
+        pids: DEFAULT_PIDS_LIMIT,
+    }
+}
+
 fn cgroup_limits(resources: Option<&Resources>) -> Result<CgroupLimits, Error> {
     let Some(r) = resources else {
-        return Ok(CgroupLimits {
-            memory_bytes: None,
-            cpu_millicores: None,
-            pids: DEFAULT_PIDS_LIMIT,
-        });
+        return Ok(default_limits());
     };
     if r.disk_bytes.is_some() {
         return Err(Error::Unavailable(

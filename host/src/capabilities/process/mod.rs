@@ -6,7 +6,10 @@
 //! [`seccomp`], [`network`]) and in the plugin's cgroup ([`cgroup`]), which limits,
 //! measures and kills it and everything it starts, `setsid` and double forks included.
 //! What a plugin started is tracked per store and killed when the store goes away, so
-//! cleanup does not depend on the plugin behaving.
+//! cleanup does not depend on the plugin behaving. A prerequisite the machine lacks
+//! (bubblewrap, user namespaces, cgroups) fails the spawn with `unavailable`, and
+//! `agentgate doctor` asks the same functions ([`bubblewrap`], [`UserNamespaces`],
+//! [`probe_sealed`], ...).
 
 pub mod cgroup;
 mod isolation;
@@ -16,6 +19,7 @@ mod network;
 mod pump;
 mod sealed;
 mod seccomp;
+mod userns;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -33,8 +37,12 @@ use crate::runtime::bindings::process::{Host, SpawnRequest};
 use crate::runtime::bindings::types::{Error, NetworkMode, ResourceUsage};
 use crate::runtime::PluginState;
 
-use cgroup::{Cgroup, CgroupLimits};
-pub use isolation::Isolation;
+use cgroup::{Cgroup, CgroupError, CgroupLimits};
+pub use isolation::{default_limits, Isolation};
+pub use network::{open_tun, slirp4netns, SLIRP4NETNS_FIX, TUN_FIX};
+pub use sealed::{bubblewrap, BUBBLEWRAP_FIX, MIN_BUBBLEWRAP};
+pub use seccomp::SeccompPrograms;
+pub use userns::UserNamespaces;
 
 /// A process group started by the host.
 pub struct ProcessGroup {
@@ -99,11 +107,7 @@ impl ProcessGroups {
             }
             return Ok(cgroup.clone());
         }
-        let cgroup = Arc::new(Cgroup::create(name, limits).map_err(|e| {
-            Error::Unavailable(format!(
-                "cannot limit and track the sandbox's processes: {e}"
-            ))
-        })?);
+        let cgroup = Arc::new(Cgroup::create(name, limits).map_err(cgroup_unavailable)?);
         *slot = Some((limits.clone(), cgroup.clone()));
         Ok(cgroup)
     }
@@ -152,6 +156,16 @@ impl ProcessGroups {
 impl Drop for ProcessGroups {
     fn drop(&mut self) {
         self.kill_all();
+    }
+}
+
+/// A sandbox cgroup that could not be made: the machine lacks cgroups this process may
+/// use, unless the name or limits were wrong.
+fn cgroup_unavailable(error: CgroupError) -> Error {
+    let message = format!("cannot limit and track the sandbox's processes: {error}");
+    match error {
+        CgroupError::Unavailable { .. } | CgroupError::Io { .. } => super::lacking(message),
+        _ => Error::Unavailable(message),
     }
 }
 
@@ -232,6 +246,9 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         });
     };
     let bwrap = sealed::bubblewrap()?;
+    UserNamespaces::of_this_kernel()
+        .check()
+        .map_err(super::lacking)?;
     let cgroup = groups.cgroup(cgroup_name, limits)?;
     let seccomp = seccomp::SeccompPrograms::build()?;
     let bridge = match network {
@@ -364,6 +381,62 @@ async fn spawn(
     let output = pump::start(child, group.clone(), launch.timeout, bridge);
     let stdin = stdin.map(|s| Box::new(s) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>);
     Ok(Execution::new(id, output, stdin, group))
+}
+
+/// Starts `/bin/true` sealed exactly as a sandbox's command is (bubblewrap, user
+/// namespaces, seccomp, the Landlock init, a cgroup of its own, `network`) and waits
+/// for it: `agentgate doctor`'s proof that the pieces it checked one by one also work
+/// together. Ok when it exited 0; otherwise what it printed.
+pub async fn probe_sealed(network: NetworkMode) -> Result<(), Error> {
+    let isolation = Isolation::from_request(crate::runtime::bindings::process::Isolation {
+        sealed: Some(crate::runtime::bindings::process::SealedView { binds: Vec::new() }),
+        limits: None,
+        network: Some(network),
+    })?;
+    let launch = Launch {
+        argv: vec!["/bin/true".into()],
+        cwd: "/".into(),
+        env: Vec::new(),
+        inherit_env: false,
+        stdin: None,
+        keep_stdin_open: false,
+        timeout: Some(Duration::from_secs(30)),
+        isolation,
+    };
+    let groups = ProcessGroups::default();
+    let name = format!(
+        "doctor-{}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7().simple()
+    );
+    let mut execution = spawn(launch, &groups, "doctor".into(), &name).await?;
+    // What bubblewrap or the init printed, on either pipe, says what was refused.
+    let mut printed = Vec::new();
+    let status = loop {
+        match execution.read(Duration::from_secs(30)).await {
+            crate::runtime::bindings::execution::Output::Chunk(chunk) => printed.extend(chunk.data),
+            crate::runtime::bindings::execution::Output::Exited(status) => break status,
+            _ => {}
+        }
+    };
+    groups.close();
+    if status.code == Some(0) {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&printed);
+    Err(Error::Unavailable(format!(
+        "a sealed `/bin/true` {}{}",
+        match (status.code, status.signal, status.timed_out) {
+            (_, _, true) => "timed out".to_string(),
+            (Some(code), _, _) => format!("exited {code}"),
+            (None, Some(signal), _) => format!("was killed by signal {signal}"),
+            _ => "ended without a status".to_string(),
+        },
+        match said.trim() {
+            "" => String::new(),
+            said => format!(": {said}"),
+        }
+    )))
 }
 
 /// Lets the child keep `fd` across exec (every fd the host opens is close-on-exec).

@@ -40,15 +40,17 @@ impl Drop for Bridge {
     }
 }
 
+/// How to get slirp4netns.
+pub const SLIRP4NETNS_FIX: &str =
+    "install it (Debian/Ubuntu: apt-get install slirp4netns) or use `network: none`";
+
 /// The `slirp4netns` executable, or `unavailable` with how to install it.
 pub fn slirp4netns() -> Result<std::path::PathBuf, Error> {
     super::which("slirp4netns").map(Into::into).ok_or_else(|| {
-        Error::Unavailable(
+        crate::capabilities::lacking(format!(
             "`network: bridge` in a sealed sandbox needs slirp4netns for outbound access, and it \
-                 is not installed; install it (Debian/Ubuntu: apt-get install slirp4netns) or use \
-                 `network: none`"
-                .into(),
-        )
+             is not on PATH; {SLIRP4NETNS_FIX}"
+        ))
     })
 }
 
@@ -123,11 +125,14 @@ impl BridgePipes {
                     tokio::time::timeout(Duration::from_secs(1), pipe.read_to_string(&mut stderr))
                         .await;
             }
-            return Err(Error::Unavailable(format!(
-                "slirp4netns could not attach the bridge network: {}{}",
-                stderr.trim(),
-                tun_hint(&stderr)
-            )));
+            let message = format!(
+                "slirp4netns could not attach the bridge network: {}",
+                stderr.trim()
+            );
+            return Err(match tun_hint(&stderr) {
+                Some(hint) => crate::capabilities::lacking(format!("{message}; {hint}")),
+                None => Error::Unavailable(message),
+            });
         }
         std::fs::File::from(block_write)
             .write_all(b"1")
@@ -138,13 +143,23 @@ impl BridgePipes {
 
 /// What to do when slirp4netns could not open the TUN device, as happens to users other
 /// than root where `/dev/net/tun` is not world read-writable.
-fn tun_hint(stderr: &str) -> &'static str {
-    if stderr.contains("/dev/net/tun") {
-        "; the bridge network needs read-write access to /dev/net/tun (mode 0666, the default \
-         of most distributions: `chmod 0666 /dev/net/tun`), or use `network: none`"
-    } else {
-        ""
-    }
+fn tun_hint(stderr: &str) -> Option<&'static str> {
+    stderr.contains("/dev/net/tun").then_some(TUN_FIX)
+}
+
+/// How to give slirp4netns the TUN device.
+pub const TUN_FIX: &str = "the bridge network needs read-write access to /dev/net/tun (mode \
+    0666, the default of most distributions: `chmod 0666 /dev/net/tun`, and `modprobe tun` \
+    where it is missing), or use `network: none`";
+
+/// Whether this process may open `/dev/net/tun` read-write, as slirp4netns (started by
+/// this process, as this user) must to attach the bridge network.
+pub fn open_tun() -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/net/tun")
+        .map(drop)
 }
 
 /// Reads bubblewrap's `{"child-pid": N, ...}` from the info pipe.

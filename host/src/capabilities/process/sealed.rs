@@ -277,15 +277,21 @@ fn lexically_normal(path: &str) -> PathBuf {
     PathBuf::from(format!("/{}", parts.join("/")))
 }
 
-/// The `bwrap` executable, or `unavailable` with how to install it.
+/// The oldest bubblewrap that takes every option `SealedView::bwrap_args` passes
+/// (`--disable-userns` came in 0.8.0).
+pub const MIN_BUBBLEWRAP: [u32; 3] = [0, 8, 0];
+
+/// How to get bubblewrap.
+pub const BUBBLEWRAP_FIX: &str = "install it (Debian/Ubuntu: apt-get install bubblewrap, Fedora: \
+    dnf install bubblewrap) or use `provider: docker`";
+
+/// The `bwrap` executable (on the host's `PATH`), or `unavailable` with how to install it.
 pub fn bubblewrap() -> Result<PathBuf, Error> {
     super::which("bwrap").map(PathBuf::from).ok_or_else(|| {
-        Error::Unavailable(
+        crate::capabilities::lacking(format!(
             "sandbox provider `subprocess` needs bubblewrap (`bwrap`) to seal the agent in, and it \
-             is not installed; install it (Debian/Ubuntu: apt-get install bubblewrap, Fedora: dnf \
-             install bubblewrap) or use `provider: docker`"
-                .into(),
-        )
+             is not on PATH; {BUBBLEWRAP_FIX}"
+        ))
     })
 }
 

@@ -108,7 +108,7 @@ impl SeccompPrograms {
 
 fn target_arch() -> Result<TargetArch, Error> {
     std::env::consts::ARCH.try_into().map_err(|_| {
-        Error::Unavailable(format!(
+        crate::capabilities::lacking(format!(
             "no seccomp filter is built for {}; sealed sandboxes need x86_64, aarch64 or riscv64",
             std::env::consts::ARCH
         ))

@@ -136,6 +136,34 @@ impl Layout {
     }
 }
 
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Layout::V2 { base } => write!(f, "cgroup v2 below {}", base.display()),
+            Layout::V1 {
+                memory,
+                cpu,
+                cpuacct,
+                pids,
+                freezer,
+            } => {
+                write!(
+                    f,
+                    "cgroup v1 below memory {}, cpu {}, cpuacct {}, pids {}",
+                    memory.display(),
+                    cpu.display(),
+                    cpuacct.display(),
+                    pids.display()
+                )?;
+                match freezer {
+                    Some(freezer) => write!(f, ", freezer {}", freezer.display()),
+                    None => write!(f, " (no freezer)"),
+                }
+            }
+        }
+    }
+}
+
 /// One cgroup filesystem line of `/proc/self/mountinfo`.
 #[derive(Debug)]
 pub(super) struct Mount {

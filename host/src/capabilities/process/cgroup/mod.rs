@@ -31,7 +31,7 @@ use hierarchy::Layout;
 const ROOT_FOLDER: &str = "agentgate";
 
 /// How to get cgroups, for errors that find none usable.
-const SETUP_HINT: &str = "run agentgate as root on a machine with cgroup2 mounted at \
+pub const SETUP_HINT: &str = "run agentgate as root on a machine with cgroup2 mounted at \
     /sys/fs/cgroup offering the memory, cpu and pids controllers (the default of current \
     systemd distributions), or with the cgroup v1 memory, cpu, cpuacct and pids controllers \
     mounted; without root, start agentgate in a delegated cgroup (systemd: Delegate=yes, e.g. \
@@ -328,6 +328,12 @@ impl Drop for Cgroup {
             remove_dir(dir);
         }
     }
+}
+
+/// Where this process would put sandbox cgroups: the version and the directories, as
+/// `agentgate doctor` shows them.
+pub fn placement() -> Result<String, CgroupError> {
+    Ok(Layout::of_this_process()?.to_string())
 }
 
 /// Finding the cgroups a dead host left behind (for `agentgate gc`).
