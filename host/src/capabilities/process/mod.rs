@@ -15,7 +15,7 @@ mod memfd;
 mod network;
 mod pump;
 mod sealed;
-mod seccomp;
+pub mod seccomp;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -233,7 +233,7 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
     };
     let bwrap = sealed::bubblewrap()?;
     let cgroup = groups.cgroup(cgroup_name, limits)?;
-    let seccomp = seccomp::SeccompPrograms::build()?;
+    let seccomp = seccomp::SeccompPrograms::build(seccomp::Sockets::for_network(*network))?;
     let bridge = match network {
         NetworkMode::Bridge => {
             network::slirp4netns()?;
