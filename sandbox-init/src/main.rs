@@ -68,7 +68,12 @@ fn reap(command: libc::pid_t) -> ! {
         libc::SIGUSR2,
     ] {
         // SAFETY: the handler only calls kill.
-        unsafe { libc::signal(signal, forward as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+        unsafe {
+            libc::signal(
+                signal,
+                forward as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        };
     }
     loop {
         let mut status = 0;

@@ -230,7 +230,10 @@ pub fn assert_probe_refused_what_it_must(stdout: &str, network: bool) {
             .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
             .unwrap_or_else(|| panic!("the probe printed no {name}: {stdout}"))
     };
-    assert!(stdout.contains("probe-done"), "the probe did not finish: {stdout}");
+    assert!(
+        stdout.contains("probe-done"),
+        "the probe did not finish: {stdout}"
+    );
     let inet = if network { "ok" } else { "EAFNOSUPPORT" };
     let expected = [
         ("vsock-socket", "EAFNOSUPPORT"),
@@ -275,11 +278,17 @@ pub fn assert_mount_tables_hide(workspace: &Path, host_paths: &[&str]) {
     let tables = std::fs::read_to_string(workspace.join("mount-tables.txt"))
         .expect("the agent wrote its mount tables");
     for table in ["mountinfo", "mounts", "mountstats"] {
-        assert!(tables.contains(&format!("/proc/self/{table}\n")), "{tables}");
+        assert!(
+            tables.contains(&format!("/proc/self/{table}\n")),
+            "{tables}"
+        );
     }
     assert!(tables.contains(" / "), "a table was empty: {tables}");
     for host_path in host_paths {
-        assert!(!tables.contains(host_path), "{host_path} shows in the sandbox:\n{tables}");
+        assert!(
+            !tables.contains(host_path),
+            "{host_path} shows in the sandbox:\n{tables}"
+        );
     }
 }
 

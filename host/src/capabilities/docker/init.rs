@@ -122,10 +122,20 @@ mod tests {
         assert!(!none.contains(&"--reap".to_string()));
         assert!(!none.contains(&"--read".to_string()), "no Landlock fence");
         let programs = |args: &[String]| args.iter().filter(|a| *a == "--seccomp").count();
-        assert_eq!(programs(&none), if cfg!(target_arch = "x86_64") { 4 } else { 3 });
+        assert_eq!(
+            programs(&none),
+            if cfg!(target_arch = "x86_64") { 4 } else { 3 }
+        );
         let bridge = wrap(&argv, NetworkMode::Bridge, true).unwrap();
         assert!(bridge.contains(&"--reap".to_string()));
-        assert_ne!(none, bridge[..none.len() + 1].iter().filter(|a| *a != "--reap").cloned().collect::<Vec<_>>());
+        assert_ne!(
+            none,
+            bridge[..none.len() + 1]
+                .iter()
+                .filter(|a| *a != "--reap")
+                .cloned()
+                .collect::<Vec<_>>()
+        );
         let parsed = landlock::Fence::parse(bridge[1..].iter().map(Into::into)).unwrap();
         assert_eq!(parsed.command.len(), 3);
     }
@@ -144,9 +154,13 @@ mod tests {
         std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o555)).unwrap();
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };
-        assert!(check(&other, landlock::init_binary(), uid).unwrap_err().contains("contents"));
+        assert!(check(&other, landlock::init_binary(), uid)
+            .unwrap_err()
+            .contains("contents"));
         std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(check(&other, b"not the init", uid).unwrap_err().contains("writable"));
+        assert!(check(&other, b"not the init", uid)
+            .unwrap_err()
+            .contains("writable"));
         assert!(check(&other, b"not the init", uid + 1).is_err());
     }
 }

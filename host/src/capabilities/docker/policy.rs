@@ -464,11 +464,19 @@ mod tests {
         assert_eq!(options, "rw,exec,nosuid,nodev,mode=0700,uid=1000,gid=1000");
         let binds = host.mounts.unwrap();
         assert!(
-            binds.iter().all(|m| m.target.as_deref() != Some("/home/agent")),
+            binds
+                .iter()
+                .all(|m| m.target.as_deref() != Some("/home/agent")),
             "{binds:?}"
         );
-        assert_eq!(private_tmpfs_options("0"), "rw,exec,nosuid,nodev,mode=0700,uid=0,gid=0");
-        assert_eq!(private_tmpfs_options("node"), "rw,exec,nosuid,nodev,mode=1777");
+        assert_eq!(
+            private_tmpfs_options("0"),
+            "rw,exec,nosuid,nodev,mode=0700,uid=0,gid=0"
+        );
+        assert_eq!(
+            private_tmpfs_options("node"),
+            "rw,exec,nosuid,nodev,mode=1777"
+        );
         // Other folders stay binds.
         s.mounts[0].source = std::env::temp_dir().display().to_string();
         let (_, body) = container_config(&s, &p, &image()).unwrap();
@@ -520,7 +528,10 @@ mod tests {
         let link = run_folder.path().join("link");
         std::os::unix::fs::symlink(elsewhere.path(), &link).unwrap();
         s.mounts[0].source = link.display().to_string();
-        assert!(matches!(container_config(&s, &p, &image()), Err(Error::Denied(_))));
+        assert!(matches!(
+            container_config(&s, &p, &image()),
+            Err(Error::Denied(_))
+        ));
         p.mount_roots.push(elsewhere.path().canonicalize().unwrap());
         assert!(container_config(&s, &p, &image()).is_ok());
     }
@@ -548,7 +559,10 @@ mod tests {
         for exposing in ["/", "/proc", "/sys/fs/cgroup"] {
             s.mounts = vec![mount(exposing)];
             assert!(
-                matches!(container_config(&s, &policy(), &image()), Err(Error::Denied(_))),
+                matches!(
+                    container_config(&s, &policy(), &image()),
+                    Err(Error::Denied(_))
+                ),
                 "{exposing}"
             );
         }
@@ -560,9 +574,14 @@ mod tests {
         let mut p = policy();
         p.engine_socket = Some(socket.clone());
         s.mounts = vec![mount(&socket_dir.path().display().to_string())];
-        assert!(matches!(container_config(&s, &p, &image()), Err(Error::Denied(m)) if m.contains("socket")));
+        assert!(
+            matches!(container_config(&s, &p, &image()), Err(Error::Denied(m)) if m.contains("socket"))
+        );
         s.mounts = vec![mount(&socket.display().to_string())];
-        assert!(matches!(container_config(&s, &p, &image()), Err(Error::Denied(_))));
+        assert!(matches!(
+            container_config(&s, &p, &image()),
+            Err(Error::Denied(_))
+        ));
     }
 
     #[test]
@@ -585,7 +604,10 @@ mod tests {
         let mut s = spec();
         s.name = Some("my box!".into());
         assert_eq!(
-            container_config(&s, &policy(), &image()).unwrap().0.as_deref(),
+            container_config(&s, &policy(), &image())
+                .unwrap()
+                .0
+                .as_deref(),
             Some("agentgate-run-1-my-box-")
         );
     }

@@ -115,7 +115,12 @@ impl Sockets {
     fn families(self) -> &'static [libc::c_int] {
         match self {
             Sockets::Local => &[libc::AF_UNIX, libc::AF_NETLINK],
-            Sockets::Network => &[libc::AF_UNIX, libc::AF_NETLINK, libc::AF_INET, libc::AF_INET6],
+            Sockets::Network => &[
+                libc::AF_UNIX,
+                libc::AF_NETLINK,
+                libc::AF_INET,
+                libc::AF_INET6,
+            ],
         }
     }
 }
@@ -149,17 +154,14 @@ pub fn programs(sockets: Sockets) -> Result<Vec<Vec<u8>>, Error> {
         deny.insert(nr, vec![rule(vec![asks_new_user])?]);
     }
     let absent = ABSENT.iter().map(|&nr| (nr, Vec::new())).collect();
-    let mut programs = vec![
+    let programs = [
         compile(deny, libc::EPERM, arch)?,
         compile(absent, libc::ENOSYS, arch)?,
         compile(socket_rules(sockets)?, libc::EAFNOSUPPORT, arch)?,
-    ]
-    .iter()
-    .map(bytes)
-    .collect::<Vec<_>>();
-    #[cfg(target_arch = "x86_64")]
-    programs.push(bytes(&x32_guard()));
-    Ok(programs)
+        #[cfg(target_arch = "x86_64")]
+        x32_guard(),
+    ];
+    Ok(programs.iter().map(bytes).collect())
 }
 
 /// `socket` of a family not in `sockets` or of a netlink protocol other than routing,
@@ -364,7 +366,11 @@ mod tests {
         if libc::WIFSIGNALED(status) {
             return Err(libc::WTERMSIG(status));
         }
-        assert_eq!(libc::WEXITSTATUS(status), 0, "the child could not load the programs");
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            0,
+            "the child could not load the programs"
+        );
         Ok(raw
             .chunks(4)
             .map(|c| match i32::from_ne_bytes(c.try_into().unwrap()) {
@@ -397,7 +403,8 @@ mod tests {
         let pair = || {
             let mut fds = [0; 2];
             // SAFETY: socketpair fills two descriptors; closed at once.
-            let rc = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) };
+            let rc =
+                unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) };
             if rc == 0 {
                 unsafe { libc::close(fds[0]) };
                 unsafe { libc::close(fds[1]) };
@@ -412,8 +419,18 @@ mod tests {
         let uring_enter = || unsafe { libc::syscall(libc::SYS_io_uring_enter, -1, 0, 0, 0, 0, 0) };
         let uring_register = || unsafe { libc::syscall(libc::SYS_io_uring_register, -1, 0, 0, 0) };
         let calls: &[&(dyn Fn() -> libc::c_long + Sync)] = &[
-            &vsock, &packet, &uevent, &route, &unix, &unix_high, &pair, &inet, &inet6, &uring,
-            &uring_enter, &uring_register,
+            &vsock,
+            &packet,
+            &uevent,
+            &route,
+            &unix,
+            &unix_high,
+            &pair,
+            &inet,
+            &inet6,
+            &uring,
+            &uring_enter,
+            &uring_register,
         ];
         use Answer::*;
         let local = under_filter(&programs(Sockets::Local).unwrap(), calls).unwrap();
@@ -448,7 +465,14 @@ mod tests {
     #[test]
     fn the_older_refusals_still_hold() {
         let mount = || unsafe {
-            libc::syscall(libc::SYS_mount, c"none".as_ptr(), c"/".as_ptr(), c"tmpfs".as_ptr(), 0, 0)
+            libc::syscall(
+                libc::SYS_mount,
+                c"none".as_ptr(),
+                c"/".as_ptr(),
+                c"tmpfs".as_ptr(),
+                0,
+                0,
+            )
         };
         let new_user = || unsafe { libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER) };
         let clone3 = || unsafe { libc::syscall(libc::SYS_clone3, 0, 0) };
