@@ -83,7 +83,9 @@ fn the_agent_cannot_see_or_touch_agentgates_home_or_other_homes() {
          for f in $(find / -name '*.cwasm' 2>/dev/null); do echo \"found $f\"; echo x > \"$f\"; done\n\
          ls /root /home /run 2>&1 || true\n\
          tr '\\0' ' ' < /proc/1/cmdline > bwrap-cmdline.txt\n\
-         echo done"
+         {}\n\
+         echo done",
+        support::MOUNT_TABLES_SCRIPT
     ));
     let output = home.run_spec(&task_spec(
         "home",
@@ -110,6 +112,14 @@ fn the_agent_cannot_see_or_touch_agentgates_home_or_other_homes() {
         "the attack did not run: {stderr_log}"
     );
     assert_no_host_path_on_bwraps_command_line(workspace.path(), &target);
+    // The kernel prints a bind mount's root as its path on the host's filesystem, so
+    // the private HOME's folder in the run's folder shows in mountinfo (bubblewrap can
+    // only bind host folders); nothing else of the home does.
+    let tables = std::fs::read_to_string(workspace.path().join("mount-tables.txt")).unwrap();
+    assert!(tables.contains("/proc/self/mountinfo\n"), "{tables}");
+    for line in tables.lines().filter(|l| l.contains(&target)) {
+        assert!(line.contains("/sandbox /home/agent "), "{line}");
+    }
     // /root and /run are absent; /home holds only the sandbox's own HOME, and the
     // Landlock fence refuses even to list it.
     assert!(stdout.contains("cannot access '/root'"), "{stdout}");
