@@ -191,7 +191,7 @@ fn socket_rules(sockets: Sockets) -> Result<BTreeMap<i64, Vec<SeccompRule>>, Err
 
 /// Kills x32 calls (`AUDIT_ARCH_X86_64` with bit 30 of the number set), which the
 /// programs above, matching exact numbers, would let through on kernels built with
-/// x32 support. Five instructions seccompiler has no rule for.
+/// x32 support. Six instructions: seccompiler has no rule on the number itself.
 #[cfg(target_arch = "x86_64")]
 fn x32_guard() -> BpfProgram {
     use seccompiler::sock_filter;
