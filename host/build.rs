@@ -129,7 +129,9 @@ fn build_plugin(root: &Path, name: &str, target_dir: &Path) -> PathBuf {
 /// Builds `agentgate-sandbox-init` for the target this host is built for.
 fn build_sandbox_init(root: &Path, target_dir: &Path) -> PathBuf {
     let target = std::env::var("TARGET").unwrap();
+    // Static, so that it also runs in Docker images without the host's C library.
     let status = nested_cargo(root, target_dir)
+        .env("CARGO_ENCODED_RUSTFLAGS", "-Ctarget-feature=+crt-static")
         .args(["build", "--quiet", "--release", "--target", &target])
         .args([
             "-p",

@@ -15,7 +15,8 @@ use std::process::Command;
 
 use support::unprivileged::{agentgate_for_everyone, DelegatedCgroup, NOBODY};
 use support::{
-    eventually, local_subprocess, processes_with_arg, shell_agent, stderr, task_spec, Home,
+    assert_probe_refused_what_it_must, eventually, local_subprocess, place_syscall_probe,
+    processes_with_arg, shell_agent, stderr, task_spec, Home,
 };
 
 /// A `local` workspace in a `subprocess` sandbox with extra `sandbox` lines.
@@ -83,7 +84,9 @@ fn the_agent_cannot_see_or_touch_agentgates_home_or_other_homes() {
          for f in $(find / -name '*.cwasm' 2>/dev/null); do echo \"found $f\"; echo x > \"$f\"; done\n\
          ls /root /home /run 2>&1 || true\n\
          tr '\\0' ' ' < /proc/1/cmdline > bwrap-cmdline.txt\n\
-         echo done"
+         {}\n\
+         echo done",
+        support::MOUNT_TABLES_SCRIPT
     ));
     let output = home.run_spec(&task_spec(
         "home",
@@ -110,6 +113,14 @@ fn the_agent_cannot_see_or_touch_agentgates_home_or_other_homes() {
         "the attack did not run: {stderr_log}"
     );
     assert_no_host_path_on_bwraps_command_line(workspace.path(), &target);
+    // The kernel prints a bind mount's root as its path on the host's filesystem, so
+    // the private HOME's folder in the run's folder shows in mountinfo (bubblewrap can
+    // only bind host folders); nothing else of the home does.
+    let tables = std::fs::read_to_string(workspace.path().join("mount-tables.txt")).unwrap();
+    assert!(tables.contains("/proc/self/mountinfo\n"), "{tables}");
+    for line in tables.lines().filter(|l| l.contains(&target)) {
+        assert!(line.contains("/sandbox /home/agent "), "{line}");
+    }
     // /root and /run are absent; /home holds only the sandbox's own HOME, and the
     // Landlock fence refuses even to list it.
     assert!(stdout.contains("cannot access '/root'"), "{stdout}");
@@ -462,6 +473,31 @@ fn network_none_is_empty_and_bridge_reaches_out_but_not_the_host_loopback() {
 }
 
 #[test]
+fn sockets_of_other_families_and_io_uring_are_refused_and_inet_needs_a_network() {
+    // The probe tries AF_VSOCK (and a connect to the hypervisor, CID 2), io_uring,
+    // AF_PACKET, AF_INET/AF_INET6, AF_UNIX, netlink protocols, AF_ALG, AF_KEY, AF_XDP,
+    // and 32-bit entries into the kernel, as root.
+    for (network, has_network) in [("none", false), ("bridge", true)] {
+        let home = Home::new();
+        let workspace = tempfile::tempdir().unwrap();
+        place_syscall_probe(workspace.path());
+        let output = home.run_spec(&task_spec(
+            "sockets",
+            "open sockets",
+            &sandboxed(
+                workspace.path(),
+                &format!("network: {network}\n"),
+                &shell_agent("./syscall-probe"),
+            ),
+        ));
+        assert!(output.status.success(), "{}", stderr(&output));
+        let stdout = home.log("stdout.log");
+        assert!(stdout.contains("probe-uid=0\n"), "{network}: {stdout}");
+        assert_probe_refused_what_it_must(&stdout, has_network);
+    }
+}
+
+#[test]
 fn extra_mounts_are_bound_read_only_when_asked_and_checked_before_the_run() {
     let home = Home::new();
     let workspace = tempfile::tempdir().unwrap();
@@ -616,9 +652,11 @@ fn an_unprivileged_user_in_a_delegated_cgroup_gets_the_whole_sandbox() {
          nsenter --net=/proc/1/ns/net true && echo NSENTER-WORKED\n\
          cat /proc/$PPID/environ /proc/1/environ | tr '\\0' '\\n'\n\
          tr '\\0' ' ' < /proc/1/cmdline > bwrap-cmdline.txt\n\
+         ./syscall-probe\n\
          setsid sleep 301.401 &\n\
          echo done"
     );
+    place_syscall_probe(run.workspace.path());
     let output = run.run(&cgroup.enter(), &agent);
     assert!(output.status.success(), "{}", stderr(&output));
     let stdout = run.home.log("stdout.log");
@@ -644,6 +682,8 @@ fn an_unprivileged_user_in_a_delegated_cgroup_gets_the_whole_sandbox() {
     }
     assert!(!run.home.dir.path().join("grants.yaml").exists());
     assert_no_host_path_on_bwraps_command_line(run.workspace.path(), &home);
+    assert!(stdout.contains("probe-uid=65534\n"), "{stdout}");
+    assert_probe_refused_what_it_must(&stdout, false);
     assert!(
         eventually(5, || processes_with_arg("301.401").is_empty()),
         "a setsid descendant outlived the run"

@@ -18,7 +18,10 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 
-use support::{eventually, processes_with_arg, shell_agent, stderr, task_spec, Home};
+use support::{
+    assert_mount_tables_hide, assert_probe_refused_what_it_must, eventually, place_syscall_probe,
+    processes_with_arg, shell_agent, stderr, task_spec, Home, MOUNT_TABLES_SCRIPT,
+};
 
 /// The test image: busybox only, built once per test binary.
 const IMAGE: &str = support::DOCKER_TEST_IMAGE;
@@ -274,6 +277,49 @@ fn network_none_leaves_only_loopback_and_bridge_gives_eth0() {
             .filter(|l| !l.is_empty())
             .collect();
         assert_eq!(interfaces, expected, "network: {network}");
+    }
+}
+
+#[test]
+fn sockets_of_other_families_and_io_uring_are_refused_in_every_process_of_the_container() {
+    if !docker_ready() {
+        return;
+    }
+    // Docker 20.10's default profile lets all of these through (AF_VSOCK reaches the
+    // hypervisor); the host's filter, stacked on it, must refuse them, in the agent's
+    // exec and in the container's first process alike.
+    for (network, has_network) in [("none", false), ("bridge", true)] {
+        let workspace = tempfile::tempdir().unwrap();
+        place_syscall_probe(workspace.path());
+        let home = run(
+            workspace.path(),
+            false,
+            &format!("network: {network}\n"),
+            &format!(
+                "./syscall-probe\n\
+                 grep Seccomp_filters /proc/1/status | sed 's/^/init-/'\n\
+                 grep Seccomp_filters /proc/self/status | sed 's/^/exec-/'\n\
+                 {MOUNT_TABLES_SCRIPT}"
+            ),
+        );
+        let stdout = home.log("stdout.log");
+        assert_eq!(home.result()["status"], "succeeded", "{}", home.result());
+        assert!(stdout.contains("probe-uid="), "{network}: {stdout}");
+        assert_probe_refused_what_it_must(&stdout, has_network);
+        // The engine's filter and the host's programs, in the first process too.
+        let filters = |who: &str| -> u32 {
+            stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{who}-Seccomp_filters:")))
+                .unwrap_or_else(|| panic!("{who}: {stdout}"))
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        assert!(filters("init") > 1, "{stdout}");
+        assert_eq!(filters("init"), filters("exec"), "{stdout}");
+        // The sandbox's private HOME is a tmpfs: nothing under AGENTGATE_HOME shows.
+        assert_mount_tables_hide(workspace.path(), &[&home.dir.path().display().to_string()]);
     }
 }
 

@@ -4,6 +4,12 @@
 //! the mount tree (a Landlocked process may not mount). So bubblewrap runs this small
 //! program first: it restricts itself to exactly the view, then execs the command.
 //!
+//! In a Docker container it adds the host's seccomp programs on top of the engine's own
+//! profile (filters stack; the engine's default stays in force): every command the host
+//! runs there starts through it, and as the container's first process it stays to reap
+//! and forward signals (`--reap`), so no process of the container runs without them.
+//! It is linked statically, so it runs in any image.
+//!
 //! It is a crate of its own so that what runs inside every sandbox is a few hundred
 //! kilobytes that start in well under a millisecond, not the whole host binary. The
 //! host builds it (see `host/build.rs`), embeds it, and hands it to bubblewrap; this
@@ -24,11 +30,15 @@ pub const PATH_IN_SANDBOX: &str = "/.agentgate/init";
 pub const INIT_FAILED: i32 = 126;
 
 /// What the init is asked to do: allow reading beneath `readable`, everything beneath
-/// `writable`, nothing else, then run `command`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `writable`, nothing else (no Landlock fence when both are empty), load the `seccomp`
+/// programs, then run `command`; with `reap`, stay as its parent.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Fence {
     pub readable: Vec<PathBuf>,
     pub writable: Vec<PathBuf>,
+    /// Each a `struct sock_filter` array, loaded in order.
+    pub seccomp: Vec<Vec<u8>>,
+    pub reap: bool,
     pub command: Vec<OsString>,
 }
 
@@ -42,6 +52,13 @@ impl Fence {
                 args.push(path.into());
             }
         }
+        for program in &self.seccomp {
+            args.push("--seccomp".into());
+            args.push(hex::encode(program).into());
+        }
+        if self.reap {
+            args.push("--reap".into());
+        }
         args.push("--".into());
         args.extend(self.command.iter().cloned());
         args
@@ -49,17 +66,23 @@ impl Fence {
 
     /// Parses the arguments after the program path.
     pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Fence, String> {
-        let mut fence = Fence {
-            readable: Vec::new(),
-            writable: Vec::new(),
-            command: Vec::new(),
-        };
+        let mut fence = Fence::default();
         let mut rest = args.into_iter();
         loop {
             let flag = rest.next();
             match flag.as_ref().and_then(|a| a.to_str()) {
                 Some("--read") => fence.readable.push(path_after(&mut rest, "--read")?),
                 Some("--write") => fence.writable.push(path_after(&mut rest, "--write")?),
+                Some("--seccomp") => {
+                    let program = rest.next().ok_or("--seccomp needs a program")?;
+                    let program = program
+                        .to_str()
+                        .and_then(|text| hex::decode(text).ok())
+                        .filter(|bytes| !bytes.is_empty() && bytes.len() % 8 == 0)
+                        .ok_or("--seccomp needs a program in hexadecimal")?;
+                    fence.seccomp.push(program);
+                }
+                Some("--reap") => fence.reap = true,
                 Some("--") => break,
                 other => return Err(format!("unexpected init argument {other:?}")),
             }
@@ -72,8 +95,12 @@ impl Fence {
     }
 
     /// Restricts the calling thread (and what it execs) to the fence. Best effort
-    /// across ABIs: a kernel without Landlock is left as it is, and says so.
+    /// across ABIs: a kernel without Landlock is left as it is, and says so. No paths,
+    /// no fence.
     pub fn raise(&self) -> Result<RulesetStatus, String> {
+        if self.readable.is_empty() && self.writable.is_empty() {
+            return Ok(RulesetStatus::NotEnforced);
+        }
         let abi = ABI::V5;
         let status = Ruleset::default()
             .handle_access(AccessFs::from_all(abi))
@@ -84,6 +111,48 @@ impl Fence {
             .map_err(|e| e.to_string())?;
         Ok(status.ruleset)
     }
+}
+
+/// Loads every program of the fence into the calling thread (and what it execs and
+/// forks), after setting `no_new_privs` as the kernel requires.
+pub fn load_seccomp(programs: &[Vec<u8>]) -> Result<(), String> {
+    if programs.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: prctl takes no pointers here.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(format!("no_new_privs: {}", std::io::Error::last_os_error()));
+    }
+    for program in programs {
+        let len = u16::try_from(program.len() / 8).map_err(|_| "a program is too long")?;
+        // The bytes are `struct sock_filter`s; copied into them for alignment.
+        let filter: Vec<libc::sock_filter> = program
+            .chunks_exact(8)
+            .map(|i| libc::sock_filter {
+                code: u16::from_ne_bytes([i[0], i[1]]),
+                jt: i[2],
+                jf: i[3],
+                k: u32::from_ne_bytes([i[4], i[5], i[6], i[7]]),
+            })
+            .collect();
+        let fprog = libc::sock_fprog {
+            len,
+            filter: filter.as_ptr() as *mut libc::sock_filter,
+        };
+        // SAFETY: fprog points at `filter`, alive for the call.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0,
+                &fprog as *const libc::sock_fprog,
+            )
+        };
+        if rc != 0 {
+            return Err(format!("seccomp: {}", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
 }
 
 fn path_after(rest: &mut impl Iterator<Item = OsString>, flag: &str) -> Result<PathBuf, String> {
@@ -101,6 +170,8 @@ mod tests {
         let fence = Fence {
             readable: vec!["/usr".into(), "/data".into()],
             writable: vec!["/workspace".into()],
+            seccomp: vec![vec![6, 0, 0, 0, 0, 0, 0xff, 0x7f]],
+            reap: true,
             command: vec!["sh".into(), "-c".into(), "--read x".into()],
         };
         let args = fence.to_args();
@@ -115,6 +186,9 @@ mod tests {
                 "/data",
                 "--write",
                 "/workspace",
+                "--seccomp",
+                "060000000000ff7f",
+                "--reap",
                 "--",
                 "sh",
                 "-c",
@@ -135,5 +209,7 @@ mod tests {
             .contains("no command"));
         assert!(parse(&["--frobnicate", "--", "true"]).is_err());
         assert!(parse(&["true"]).is_err());
+        assert!(parse(&["--seccomp", "zz", "--", "true"]).is_err());
+        assert!(parse(&["--seccomp", "0600", "--", "true"]).is_err());
     }
 }

@@ -1,15 +1,29 @@
-//! `agentgate-sandbox-init --read P... --write P... -- COMMAND...`: raises the Landlock
-//! fence, then replaces itself with the command. See the library for why.
+//! `agentgate-sandbox-init [--read P]... [--write P]... [--seccomp HEX]... [--reap] --
+//! COMMAND...`: raises the Landlock fence, loads the seccomp programs, then replaces
+//! itself with the command, or with `--reap` starts it and stays as its parent. See the
+//! library for why.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicI32, Ordering};
 
-use agentgate_sandbox_init::{Fence, INIT_FAILED};
+use agentgate_sandbox_init::{load_seccomp, Fence, INIT_FAILED};
 
 fn main() {
     let fence = Fence::parse(std::env::args_os().skip(1)).unwrap_or_else(|e| fail(&e));
     if let Err(e) = fence.raise() {
         fail(&format!("cannot raise the Landlock fence: {e}"));
+    }
+    if let Err(e) = load_seccomp(&fence.seccomp) {
+        fail(&format!("cannot load the seccomp filter: {e}"));
+    }
+    if fence.reap {
+        // SAFETY: the child only execs (or exits); the parent keeps running alone.
+        match unsafe { libc::fork() } {
+            0 => {}
+            -1 => fail(&format!("fork: {}", std::io::Error::last_os_error())),
+            child => reap(child),
+        }
     }
     let argv: Vec<CString> = fence
         .command
@@ -31,6 +45,50 @@ fn main() {
     } else {
         INIT_FAILED
     })
+}
+
+/// The command's pid, for the signal handler.
+static COMMAND: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(signal: libc::c_int) {
+    // SAFETY: kill is async-signal-safe.
+    unsafe { libc::kill(COMMAND.load(Ordering::Relaxed), signal) };
+}
+
+/// As the container's first process: passes the signals a stop sends on to the
+/// command, reaps every orphan, and exits as the command did.
+fn reap(command: libc::pid_t) -> ! {
+    COMMAND.store(command, Ordering::Relaxed);
+    for signal in [
+        libc::SIGTERM,
+        libc::SIGINT,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+    ] {
+        // SAFETY: the handler only calls kill.
+        unsafe {
+            libc::signal(
+                signal,
+                forward as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        };
+    }
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes the status only.
+        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if pid == command {
+            if libc::WIFEXITED(status) {
+                std::process::exit(libc::WEXITSTATUS(status));
+            }
+            std::process::exit(128 + libc::WTERMSIG(status));
+        }
+        if pid < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            std::process::exit(INIT_FAILED);
+        }
+    }
 }
 
 fn fail(message: &str) -> ! {

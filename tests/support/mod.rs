@@ -190,6 +190,108 @@ pub fn docker_test_image() -> Result<(), String> {
     }
 }
 
+/// `tests/fixtures/probes/syscall-probe.c` built static (gcc), once per test binary:
+/// it tries sockets of every family, io_uring and 32-bit calls, one `NAME=RESULT` line
+/// each. Static, so it runs in any sandbox, the busybox image included.
+pub fn syscall_probe() -> &'static Path {
+    static PROBE: std::sync::OnceLock<(tempfile::TempDir, PathBuf)> = std::sync::OnceLock::new();
+    let (_, path) = PROBE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("syscall-probe");
+        let source = repo_root().join("tests/fixtures/probes/syscall-probe.c");
+        let out = Command::new("gcc")
+            .args(["-static", "-O2", "-Wall", "-Werror", "-o"])
+            .arg(&path)
+            .arg(&source)
+            .output()
+            .expect("gcc builds the syscall probe (apt-get install gcc libc6-dev)");
+        assert!(out.status.success(), "building the probe: {}", stderr(&out));
+        (dir, path)
+    });
+    path
+}
+
+/// Puts the probe in `workspace` as `./syscall-probe`, runnable by every user.
+pub fn place_syscall_probe(workspace: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let placed = workspace.join("syscall-probe");
+    std::fs::copy(syscall_probe(), &placed).unwrap();
+    std::fs::set_permissions(&placed, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Checks what the probe printed in a sandbox with (`network`) or without a network:
+/// it ran to the end, `AF_UNIX` and routing netlink worked, `AF_INET`/`AF_INET6` only
+/// with a network, every other family and io_uring were refused, and a 32-bit call
+/// killed the process that made it.
+pub fn assert_probe_refused_what_it_must(stdout: &str, network: bool) {
+    let result = |name: &str| -> &str {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
+            .unwrap_or_else(|| panic!("the probe printed no {name}: {stdout}"))
+    };
+    assert!(
+        stdout.contains("probe-done"),
+        "the probe did not finish: {stdout}"
+    );
+    let inet = if network { "ok" } else { "EAFNOSUPPORT" };
+    let expected = [
+        ("vsock-socket", "EAFNOSUPPORT"),
+        ("io_uring_setup", "ENOSYS"),
+        ("io_uring_enter", "ENOSYS"),
+        ("io_uring_register", "ENOSYS"),
+        ("packet", "EAFNOSUPPORT"),
+        ("inet", inet),
+        ("inet6", inet),
+        ("unix", "ok"),
+        ("unix-socketpair", "ok"),
+        ("inet-socketpair", "EAFNOSUPPORT"),
+        ("netlink-route", "ok"),
+        ("netlink-uevent", "EAFNOSUPPORT"),
+        ("netlink-sockdiag", "EAFNOSUPPORT"),
+        ("alg", "EAFNOSUPPORT"),
+        ("key", "EAFNOSUPPORT"),
+        ("xdp", "EAFNOSUPPORT"),
+        ("bluetooth", "EAFNOSUPPORT"),
+        ("tipc", "EAFNOSUPPORT"),
+    ];
+    for (name, want) in expected {
+        assert_eq!(result(name), want, "{name}: {stdout}");
+    }
+    assert!(
+        !stdout.contains("vsock-connect-cid2"),
+        "a vsock socket was made: {stdout}"
+    );
+    if cfg!(target_arch = "x86_64") {
+        for name in ["compat-socketcall-vsock", "compat-socket-vsock"] {
+            assert_eq!(result(name), "killed-by-signal-31", "{name}: {stdout}");
+        }
+    }
+}
+
+/// The mount tables a process in a sandbox can read, printed by `MOUNT_TABLES_SCRIPT`.
+pub const MOUNT_TABLES_SCRIPT: &str = "for f in /proc/self/mountinfo /proc/self/mounts /proc/1/mountinfo /proc/self/mountstats; do echo \"== $f\"; cat $f; done > mount-tables.txt";
+
+/// Reads what [`MOUNT_TABLES_SCRIPT`] wrote in `workspace`, and checks that it shows
+/// every table and none of `host_paths`.
+pub fn assert_mount_tables_hide(workspace: &Path, host_paths: &[&str]) {
+    let tables = std::fs::read_to_string(workspace.join("mount-tables.txt"))
+        .expect("the agent wrote its mount tables");
+    for table in ["mountinfo", "mounts", "mountstats"] {
+        assert!(
+            tables.contains(&format!("/proc/self/{table}\n")),
+            "{tables}"
+        );
+    }
+    assert!(tables.contains(" / "), "a table was empty: {tables}");
+    for host_path in host_paths {
+        assert!(
+            !tables.contains(host_path),
+            "{host_path} shows in the sandbox:\n{tables}"
+        );
+    }
+}
+
 pub mod anthropic;
 pub mod http;
 pub mod openai_responses;

@@ -23,7 +23,7 @@ use futures_util::StreamExt;
 
 use super::client;
 use crate::record::{EventBody, EventSink};
-use crate::runtime::bindings::types::{Error, ResourceUsage};
+use crate::runtime::bindings::types::{Error, NetworkMode, ResourceUsage};
 
 /// How often a running container's usage is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
@@ -34,6 +34,8 @@ pub struct Container {
     pub run_id: String,
     /// The container's working directory, which a relative exec `cwd` is under.
     pub workdir: String,
+    /// Its network mode, which decides the socket families of its seccomp filter.
+    pub network: NetworkMode,
     pub docker: Docker,
     started: Instant,
     peak_memory: Mutex<u64>,
@@ -51,6 +53,7 @@ impl Container {
         id: String,
         run_id: String,
         workdir: String,
+        network: NetworkMode,
         docker: Docker,
         events: Arc<EventSink>,
         plugin: Arc<str>,
@@ -59,6 +62,7 @@ impl Container {
             id: id.clone(),
             run_id,
             workdir,
+            network,
             docker,
             started: Instant::now(),
             peak_memory: Mutex::new(0),

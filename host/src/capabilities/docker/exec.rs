@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 use super::client;
 use super::container::Container;
+use super::init;
 use crate::capabilities::execution::{Execution, Kill, MAX_CHUNK};
 use crate::capabilities::invalid_spec;
 use crate::procfs::{self, Stat};
@@ -66,7 +67,8 @@ pub async fn start(
         .create_exec(
             &container.id,
             ExecConfig {
-                cmd: Some(request.argv.clone()),
+                // Through the init, which loads the host's seccomp filter first.
+                cmd: Some(init::wrap(&request.argv, container.network, false)?),
                 env: Some(env),
                 working_dir: Some(cwd),
                 attach_stdin: Some(attach_stdin),

@@ -10,6 +10,7 @@ use bollard::Docker;
 use futures_util::StreamExt;
 
 use super::client;
+use super::policy::ImageProcess;
 use crate::record::{EventBody, EventSink};
 use crate::runtime::bindings::docker::ImageInfo;
 use crate::runtime::bindings::types::Error;
@@ -28,6 +29,21 @@ async fn inspect_with(docker: &Docker, image: &str) -> Result<Option<ImageInfo>,
             size_bytes: found.size.and_then(|s| u64::try_from(s).ok()).unwrap_or(0),
         })),
         Err(e) if client::status(&e) == Some(404) => Ok(None),
+        Err(e) => Err(client::failed(&format!("inspecting image {image}"), e)),
+    }
+}
+
+/// What `image` runs by itself (`ENTRYPOINT`, `CMD`); `absent` when the engine lacks it.
+pub async fn process(docker: &Docker, image: &str) -> Result<ImageProcess, Error> {
+    match docker.inspect_image(image).await {
+        Ok(found) => {
+            let config = found.config.unwrap_or_default();
+            Ok(ImageProcess {
+                entrypoint: config.entrypoint.unwrap_or_default(),
+                cmd: config.cmd.unwrap_or_default(),
+            })
+        }
+        Err(e) if client::status(&e) == Some(404) => Err(absent(image)),
         Err(e) => Err(client::failed(&format!("inspecting image {image}"), e)),
     }
 }

@@ -11,6 +11,7 @@ mod client;
 mod container;
 mod exec;
 mod image;
+mod init;
 pub mod policy;
 
 use std::collections::HashMap;
@@ -80,9 +81,10 @@ fn answer<T>(result: Result<T, Error>) -> wasmtime::Result<Result<T, Error>> {
 
 impl PluginState {
     async fn run_container_checked(&mut self, spec: ContainerSpec) -> Result<String, Error> {
-        let policy = Policy::for_run(&self.run);
-        let (name, body) = policy::container_config(&spec, &policy)?;
+        let policy = Policy::for_run(&self.run)?;
         let docker = client::connect().await?;
+        let image = image::process(&docker, &spec.image).await?;
+        let (name, body) = policy::container_config(&spec, &policy, &image)?;
         if spec.resources.disk_bytes.is_some() {
             image::check_disk_quota(&docker).await?;
         }
@@ -101,6 +103,7 @@ impl PluginState {
             created.id.clone(),
             self.run.run_id.clone(),
             spec.workdir.clone(),
+            spec.network,
             docker,
             self.run.events.clone(),
             self.plugin.clone(),

@@ -3,7 +3,9 @@
 //! The plugin is not trusted to harden its own containers, so everything that keeps an
 //! agent in lives here and cannot be asked away: all capabilities dropped,
 //! `no-new-privileges`, never privileged, a pids limit always, swap no larger than the
-//! memory limit, an init that reaps zombies, the host's labels on everything. Host
+//! memory limit, the host's seccomp filter on top of the engine's profile through the
+//! sandbox init (which also reaps zombies, see [`super::init`]), the host's labels on
+//! everything. Host
 //! networking needs the operator's grant (`docker: hostNetwork` in `grants.yaml`); a bind
 //! mount must name an existing host path inside the run's own folders (workspace, sandbox
 //! state) or one the operator granted (`docker: mounts`), and never the Docker engine's
@@ -19,6 +21,8 @@ use crate::capabilities::{invalid_spec, RunContext};
 use crate::runtime::bindings::docker::ContainerSpec;
 use crate::runtime::bindings::types::{Error, NetworkMode};
 use crate::taskspec::expand_home;
+
+use super::init;
 
 /// Label keys the host sets on everything it creates; a plugin cannot set them.
 pub const LABEL_RUN_ID: &str = "io.agentgate.run-id";
@@ -47,10 +51,22 @@ pub struct Policy {
     pub mount_roots: Vec<PathBuf>,
     /// The engine's socket on this machine, when it is a local one.
     pub engine_socket: Option<PathBuf>,
+    /// The sandbox init on the host, bound into every container.
+    pub sandbox_init: PathBuf,
+    /// The sandbox's private state folder (canonical): a container gets a tmpfs in its
+    /// place, see [`container_config`].
+    pub private_state: Option<PathBuf>,
+}
+
+/// What the image itself runs: its `ENTRYPOINT` and `CMD`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ImageProcess {
+    pub entrypoint: Vec<String>,
+    pub cmd: Vec<String>,
 }
 
 impl Policy {
-    pub fn for_run(run: &RunContext) -> Policy {
+    pub fn for_run(run: &RunContext) -> Result<Policy, Error> {
         // SAFETY: getuid/getgid have no preconditions.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let env = |name: &str| std::env::var(name).ok();
@@ -67,7 +83,7 @@ impl Policy {
             // A folder that does not exist holds nothing to mount.
             .filter_map(|folder| std::fs::canonicalize(folder).ok())
             .collect();
-        Policy {
+        Ok(Policy {
             run_id: run.run_id.clone(),
             owner: crate::registry::Owner::current()
                 .map_or_else(|_| format!("pid:{}", std::process::id()), |o| o.to_string()),
@@ -76,7 +92,13 @@ impl Policy {
             allow_host_network: run.docker.host_network,
             mount_roots,
             engine_socket: super::client::local_socket(),
-        }
+            sandbox_init: init::host_copy()?,
+            // The folders are (workspace, state), in that order.
+            private_state: run
+                .sandbox_folders()
+                .get(1)
+                .and_then(|state| std::fs::canonicalize(state).ok()),
+        })
     }
 
     /// The labels the host puts on everything it creates.
@@ -89,11 +111,12 @@ impl Policy {
     }
 }
 
-/// The engine's request for `spec` under `policy`: the name to create it with and
-/// its configuration.
+/// The engine's request for `spec` of an image that runs `image` under `policy`: the
+/// name to create it with and its configuration.
 pub fn container_config(
     spec: &ContainerSpec,
     policy: &Policy,
+    image: &ImageProcess,
 ) -> Result<(Option<String>, ContainerCreateBody), Error> {
     if spec.image.trim().is_empty() {
         return Err(invalid_spec("image", "no image named"));
@@ -119,12 +142,41 @@ pub fn container_config(
             }
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let mounts = spec
-        .mounts
-        .iter()
-        .enumerate()
-        .map(|(i, m)| bind_mount(i, &m.source, &m.target, m.readonly, policy))
-        .collect::<Result<Vec<_>, _>>()?;
+    let user = match &spec.user {
+        Some(user) => {
+            check_user(user)?;
+            user.clone()
+        }
+        None => policy.invoking_user.clone(),
+    };
+    // The sandbox's private state lives as long as the container, so it needs no host
+    // folder: a tmpfs of the container's user takes its place, and the container's mount
+    // table shows no path of the run's folder.
+    let mut mounts = Vec::new();
+    let mut tmpfs = HashMap::new();
+    for (i, m) in spec.mounts.iter().enumerate() {
+        let bind = bind_mount(i, &m.source, &m.target, m.readonly, policy)?;
+        let source = bind.source.as_deref().map(Path::new);
+        if !m.readonly && source.is_some() && source == policy.private_state.as_deref() {
+            tmpfs.insert(m.target.clone(), private_tmpfs_options(&user));
+        } else {
+            mounts.push(bind);
+        }
+    }
+    mounts.push(Mount {
+        typ: Some(MountTypeEnum::BIND),
+        source: Some(policy.sandbox_init.display().to_string()),
+        target: Some(init::PATH_IN_CONTAINER.into()),
+        read_only: Some(true),
+        ..Default::default()
+    });
+    // The image's own process, started by the init, which stays as the first process.
+    let entrypoint = init::wrap(&image.entrypoint, spec.network, true)?;
+    let cmd = if spec.command.is_empty() {
+        image.cmd.clone()
+    } else {
+        spec.command.clone()
+    };
     let network =
         match spec.network {
             NetworkMode::None => "none",
@@ -159,18 +211,12 @@ pub fn container_config(
         cap_drop: Some(vec!["ALL".into()]),
         security_opt: Some(vec!["no-new-privileges".into()]),
         privileged: Some(false),
-        // tini as pid 1 reaps what the agent leaves behind.
-        init: Some(true),
+        // The sandbox init is pid 1 and reaps what the agent leaves behind.
+        init: Some(false),
         network_mode: Some(network.into()),
         mounts: Some(mounts),
+        tmpfs: Some(tmpfs),
         ..Default::default()
-    };
-    let user = match &spec.user {
-        Some(user) => {
-            check_user(user)?;
-            user.clone()
-        }
-        None => policy.invoking_user.clone(),
     };
     let name = spec
         .name
@@ -178,7 +224,8 @@ pub fn container_config(
         .map(|n| container_name(&policy.run_id, n));
     let body = ContainerCreateBody {
         image: Some(spec.image.clone()),
-        cmd: (!spec.command.is_empty()).then(|| spec.command.clone()),
+        entrypoint: Some(entrypoint),
+        cmd: Some(cmd),
         env: Some(env),
         working_dir: Some(spec.workdir.clone()),
         user: Some(user),
@@ -263,6 +310,20 @@ fn exposes_host(real: &Path, socket: Option<&Path>) -> Option<String> {
     })
 }
 
+/// A private tmpfs for `user` (`uid[:gid]` or a name): theirs alone when the ids are
+/// known, else open to the container's users like `/tmp`. Programs installed there
+/// must run, so it is not `noexec`.
+fn private_tmpfs_options(user: &str) -> String {
+    let ids: Vec<&str> = user.split(':').collect();
+    let numeric = |id: &&str| id.chars().all(|c| c.is_ascii_digit());
+    if ids.iter().all(numeric) {
+        let gid = ids.get(1).unwrap_or(&ids[0]);
+        format!("rw,exec,nosuid,nodev,mode=0700,uid={},gid={gid}", ids[0])
+    } else {
+        "rw,exec,nosuid,nodev,mode=1777".into()
+    }
+}
+
 /// `uid`, `uid:gid`, or a user name known to the image.
 fn check_user(user: &str) -> Result<(), Error> {
     let ok = !user.is_empty()
@@ -311,6 +372,15 @@ mod tests {
             allow_host_network: false,
             mount_roots: vec![std::env::temp_dir().canonicalize().unwrap()],
             engine_socket: Some("/var/run/docker.sock".into()),
+            sandbox_init: "/tmp/agentgate-sandbox-init-test".into(),
+            private_state: None,
+        }
+    }
+
+    fn image() -> ImageProcess {
+        ImageProcess {
+            entrypoint: vec!["docker-entrypoint.sh".into()],
+            cmd: vec!["node".into()],
         }
     }
 
@@ -343,7 +413,7 @@ mod tests {
 
     #[test]
     fn hardening_is_always_applied() {
-        let (_, body) = container_config(&spec(), &policy()).unwrap();
+        let (_, body) = container_config(&spec(), &policy(), &image()).unwrap();
         let host = body.host_config.unwrap();
         assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
         assert_eq!(
@@ -360,8 +430,65 @@ mod tests {
         assert_eq!(body.env, Some(vec!["A=1=2".to_string()]));
         let labels = body.labels.unwrap();
         assert_eq!(labels[LABEL_RUN_ID], "run-1", "a plugin cannot forge it");
+        // Every process runs under the host's filter: the init is the first, and starts
+        // the image's entrypoint with the spec's command.
+        assert_eq!(host.init, Some(false));
+        let entrypoint = body.entrypoint.unwrap();
+        assert_eq!(entrypoint[0], init::PATH_IN_CONTAINER);
+        assert!(entrypoint.contains(&"--seccomp".to_string()));
+        assert!(entrypoint.contains(&"--reap".to_string()));
+        assert!(entrypoint.ends_with(&["--".into(), "docker-entrypoint.sh".into()]));
+        assert_eq!(body.cmd, Some(vec!["sleep".into(), "infinity".into()]));
+        let mounts = host.mounts.unwrap();
+        let init_mount = mounts.last().unwrap();
+        assert_eq!(init_mount.target.as_deref(), Some(init::PATH_IN_CONTAINER));
+        assert_eq!(init_mount.read_only, Some(true));
         assert_eq!(labels[LABEL_OWNER], "pid:42");
         assert!(labels.contains_key(LABEL_CREATED));
+    }
+
+    #[test]
+    fn the_private_state_folder_becomes_a_tmpfs_of_the_containers_user() {
+        let state = tempfile::tempdir().unwrap();
+        let mut p = policy();
+        p.private_state = Some(state.path().canonicalize().unwrap());
+        let mut s = spec();
+        s.mounts = vec![SpecMount {
+            source: state.path().display().to_string(),
+            target: "/home/agent".into(),
+            readonly: false,
+        }];
+        let (_, body) = container_config(&s, &p, &image()).unwrap();
+        let host = body.host_config.unwrap();
+        let options = &host.tmpfs.unwrap()["/home/agent"];
+        assert_eq!(options, "rw,exec,nosuid,nodev,mode=0700,uid=1000,gid=1000");
+        let binds = host.mounts.unwrap();
+        assert!(
+            binds
+                .iter()
+                .all(|m| m.target.as_deref() != Some("/home/agent")),
+            "{binds:?}"
+        );
+        assert_eq!(
+            private_tmpfs_options("0"),
+            "rw,exec,nosuid,nodev,mode=0700,uid=0,gid=0"
+        );
+        assert_eq!(
+            private_tmpfs_options("node"),
+            "rw,exec,nosuid,nodev,mode=1777"
+        );
+        // Other folders stay binds.
+        s.mounts[0].source = std::env::temp_dir().display().to_string();
+        let (_, body) = container_config(&s, &p, &image()).unwrap();
+        assert!(body.host_config.unwrap().tmpfs.unwrap().is_empty());
+    }
+
+    #[test]
+    fn without_a_command_the_image_runs_its_own() {
+        let mut s = spec();
+        s.command.clear();
+        let (_, body) = container_config(&s, &policy(), &image()).unwrap();
+        assert_eq!(body.cmd, Some(vec!["node".to_string()]));
     }
 
     #[test]
@@ -369,12 +496,12 @@ mod tests {
         let mut s = spec();
         s.network = NetworkMode::Host;
         assert!(matches!(
-            container_config(&s, &policy()),
+            container_config(&s, &policy(), &image()),
             Err(Error::Denied(m)) if m.contains("hostNetwork: true") && m.contains("grants.yaml")
         ));
         let mut granted = policy();
         granted.allow_host_network = true;
-        let (_, body) = container_config(&s, &granted).unwrap();
+        let (_, body) = container_config(&s, &granted, &image()).unwrap();
         assert_eq!(
             body.host_config.unwrap().network_mode.as_deref(),
             Some("host")
@@ -394,16 +521,19 @@ mod tests {
         let mut p = policy();
         p.mount_roots = vec![run_folder.path().canonicalize().unwrap()];
         assert!(matches!(
-            container_config(&s, &p),
+            container_config(&s, &p, &image()),
             Err(Error::Denied(m)) if m.contains("outside the run's workspace") && m.contains("docker: {mounts")
         ));
         // Through a symlink inside the run's folder, the real path is what counts.
         let link = run_folder.path().join("link");
         std::os::unix::fs::symlink(elsewhere.path(), &link).unwrap();
         s.mounts[0].source = link.display().to_string();
-        assert!(matches!(container_config(&s, &p), Err(Error::Denied(_))));
+        assert!(matches!(
+            container_config(&s, &p, &image()),
+            Err(Error::Denied(_))
+        ));
         p.mount_roots.push(elsewhere.path().canonicalize().unwrap());
-        assert!(container_config(&s, &p).is_ok());
+        assert!(container_config(&s, &p, &image()).is_ok());
     }
 
     #[test]
@@ -416,20 +546,23 @@ mod tests {
         };
         let mut s = spec();
         s.mounts = vec![mount(&dir.path().display().to_string())];
-        let (_, body) = container_config(&s, &policy()).unwrap();
+        let (_, body) = container_config(&s, &policy(), &image()).unwrap();
         let mounts = body.host_config.unwrap().mounts.unwrap();
         assert_eq!(mounts[0].read_only, Some(true));
         assert_eq!(mounts[0].typ, Some(MountTypeEnum::BIND));
 
         s.mounts = vec![mount(&dir.path().join("absent").display().to_string())];
         assert!(matches!(
-            container_config(&s, &policy()),
+            container_config(&s, &policy(), &image()),
             Err(Error::InvalidSpec(f)) if f.path == "mounts[0].source" && f.message.contains("absent")
         ));
         for exposing in ["/", "/proc", "/sys/fs/cgroup"] {
             s.mounts = vec![mount(exposing)];
             assert!(
-                matches!(container_config(&s, &policy()), Err(Error::Denied(_))),
+                matches!(
+                    container_config(&s, &policy(), &image()),
+                    Err(Error::Denied(_))
+                ),
                 "{exposing}"
             );
         }
@@ -441,9 +574,14 @@ mod tests {
         let mut p = policy();
         p.engine_socket = Some(socket.clone());
         s.mounts = vec![mount(&socket_dir.path().display().to_string())];
-        assert!(matches!(container_config(&s, &p), Err(Error::Denied(m)) if m.contains("socket")));
+        assert!(
+            matches!(container_config(&s, &p, &image()), Err(Error::Denied(m)) if m.contains("socket"))
+        );
         s.mounts = vec![mount(&socket.display().to_string())];
-        assert!(matches!(container_config(&s, &p), Err(Error::Denied(_))));
+        assert!(matches!(
+            container_config(&s, &p, &image()),
+            Err(Error::Denied(_))
+        ));
     }
 
     #[test]
@@ -451,22 +589,25 @@ mod tests {
         let mut s = spec();
         s.workdir = "work".into();
         assert!(
-            matches!(container_config(&s, &policy()), Err(Error::InvalidSpec(f)) if f.path == "workdir")
+            matches!(container_config(&s, &policy(), &image()), Err(Error::InvalidSpec(f)) if f.path == "workdir")
         );
         let mut s = spec();
         s.env[0].name = "A=B".into();
         assert!(
-            matches!(container_config(&s, &policy()), Err(Error::InvalidSpec(f)) if f.path == "env[0].name")
+            matches!(container_config(&s, &policy(), &image()), Err(Error::InvalidSpec(f)) if f.path == "env[0].name")
         );
         let mut s = spec();
         s.user = Some("0:0:0".into());
         assert!(
-            matches!(container_config(&s, &policy()), Err(Error::InvalidSpec(f)) if f.path == "user")
+            matches!(container_config(&s, &policy(), &image()), Err(Error::InvalidSpec(f)) if f.path == "user")
         );
         let mut s = spec();
         s.name = Some("my box!".into());
         assert_eq!(
-            container_config(&s, &policy()).unwrap().0.as_deref(),
+            container_config(&s, &policy(), &image())
+                .unwrap()
+                .0
+                .as_deref(),
             Some("agentgate-run-1-my-box-")
         );
     }

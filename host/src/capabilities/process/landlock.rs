@@ -21,6 +21,12 @@ use super::memfd;
 /// The init program, compiled for this host's target.
 static INIT_BINARY: &[u8] = include_bytes!(env!("AGENTGATE_SANDBOX_INIT"));
 
+/// The init program's bytes (also bound into Docker containers, see
+/// `capabilities::docker::init`).
+pub fn init_binary() -> &'static [u8] {
+    INIT_BINARY
+}
+
 /// The Landlock ABI version this kernel offers, if any.
 pub fn kernel_abi() -> Option<u32> {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_long = 1;

@@ -18,7 +18,7 @@ mod memfd;
 mod network;
 mod pump;
 mod sealed;
-mod seccomp;
+pub mod seccomp;
 mod userns;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -250,7 +250,7 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         .check()
         .map_err(super::lacking)?;
     let cgroup = groups.cgroup(cgroup_name, limits)?;
-    let seccomp = seccomp::SeccompPrograms::build()?;
+    let seccomp = seccomp::SeccompPrograms::build(seccomp::Sockets::for_network(*network))?;
     let bridge = match network {
         NetworkMode::Bridge => {
             network::slirp4netns()?;

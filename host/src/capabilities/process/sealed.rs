@@ -185,6 +185,7 @@ impl SealedView {
                     readable,
                     writable,
                     command: argv,
+                    ..Default::default()
                 };
                 fence.to_args()
             }
