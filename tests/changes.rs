@@ -251,7 +251,12 @@ fn repository(dir: &Path, files: &[(&str, &[u8])]) -> std::path::PathBuf {
     let pristine = dir.with_extension("pristine");
     git(
         dir.parent().unwrap(),
-        &["clone", "-q", dir.to_str().unwrap(), pristine.to_str().unwrap()],
+        &[
+            "clone",
+            "-q",
+            dir.to_str().unwrap(),
+            pristine.to_str().unwrap(),
+        ],
     );
     pristine
 }
@@ -271,6 +276,9 @@ fn run_measured(home: &Path, execution: &str, args: &[&str], env: &[(&str, &str)
     let task = home.join("task.yaml");
     std::fs::write(&task, task_spec("changes", "x", execution)).unwrap();
     let stderr_path = home.join("stderr.txt");
+    // Reaped by `wait4` below, which `Child::wait` cannot stand in for: it gives no
+    // rusage.
+    #[allow(clippy::zombie_processes)]
     let child = Command::new(env!("CARGO_BIN_EXE_agentgate"))
         .arg("run")
         .arg(&task)
@@ -287,7 +295,12 @@ fn run_measured(home: &Path, execution: &str, args: &[&str], env: &[(&str, &str)
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: the pid is our child, not yet reaped; both pointers are valid.
     let reaped = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(reaped, child.id() as i32, "{}", std::io::Error::last_os_error());
+    assert_eq!(
+        reaped,
+        child.id() as i32,
+        "{}",
+        std::io::Error::last_os_error()
+    );
     Measured {
         code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
         stderr: std::fs::read_to_string(&stderr_path).unwrap_or_default(),
@@ -394,13 +407,21 @@ fn symlinks_to_host_folders_and_proc_self_put_nothing_of_the_host_in_the_change_
     let folder = result_folder(home.path());
     for (path, content) in files_under(&folder) {
         for marker in [FILE_MARKER, ENV_MARKER] {
-            assert!(!contains(&content, marker), "{marker} in {}", path.display());
+            assert!(
+                !contains(&content, marker),
+                "{marker} in {}",
+                path.display()
+            );
         }
     }
     // Binary hunks decoded: still nothing of the host.
     for (path, content) in applied(home.path(), &pristine) {
         for marker in [FILE_MARKER, ENV_MARKER] {
-            assert!(!contains(&content, marker), "{marker} in {}", path.display());
+            assert!(
+                !contains(&content, marker),
+                "{marker} in {}",
+                path.display()
+            );
         }
     }
     let result: Value =
@@ -430,7 +451,10 @@ fn sparse_files_of_a_tebibyte_are_reported_in_bounded_memory() {
     let home = tempfile::tempdir().unwrap();
     let base = tempfile::tempdir().unwrap();
     let workspace = base.path().join("ws");
-    repository(&workspace, &[("data.bin", b"small\n"), ("keep.txt", b"k\n")]);
+    repository(
+        &workspace,
+        &[("data.bin", b"small\n"), ("keep.txt", b"k\n")],
+    );
     let script = "echo ran > ran.marker\ntruncate -s 1T big.bin\ntruncate -s 2G mid.bin\ntruncate -s 2G data.bin\n";
     let execution = format!(
         "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: none\n{}",
@@ -439,7 +463,10 @@ fn sparse_files_of_a_tebibyte_are_reported_in_bounded_memory() {
     );
     let run = run_measured(home.path(), &execution, &[], &[]);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
-    assert!(workspace.join("ran.marker").exists(), "the agent did not run");
+    assert!(
+        workspace.join("ran.marker").exists(),
+        "the agent did not run"
+    );
     let folder = result_folder(home.path());
     let result: Value =
         serde_json::from_str(&std::fs::read_to_string(folder.join("result.json")).unwrap())
@@ -472,6 +499,7 @@ fn sparse_files_of_a_tebibyte_are_reported_in_bounded_memory() {
     assert_eq!(result["patch"]["maxTotalBytes"], 64 << 20);
     let patch = std::fs::read_to_string(folder.join("changes.patch")).unwrap();
     assert!(patch.contains("+ran"), "{patch}");
+    eprintln!("agentgate's peak RSS: {} MiB", run.peak_rss >> 20);
     assert!(
         run.peak_rss < 512 << 20,
         "agentgate peaked at {} MiB",

@@ -117,6 +117,9 @@ struct Stamp {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Content {
     File(blake3::Hash),
+    /// A file read after the run that cannot be the one from before (there was none,
+    /// or its size differs): not hashed, and never equal to a hash.
+    NewFile,
     Symlink(Vec<u8>),
     /// A directory's entries are entries of their own.
     Dir,
@@ -153,7 +156,10 @@ impl Snapshot {
     /// [`COLLECT_SECS`]: a file whose stat is as it was in `before` keeps its hash
     /// from then, and is not read again.
     pub fn take_after(root: &Dir, before: &Snapshot) -> Result<Snapshot, WalkError> {
-        let deadline = (Instant::now() + Duration::from_secs(COLLECT_SECS), COLLECT_SECS);
+        let deadline = (
+            Instant::now() + Duration::from_secs(COLLECT_SECS),
+            COLLECT_SECS,
+        );
         Snapshot::take_within(
             root,
             Limits {
@@ -263,6 +269,8 @@ impl Visitor for Walk<'_> {
 }
 
 impl Walk<'_> {
+    // The widths of the stat fields differ between targets.
+    #[allow(clippy::unnecessary_cast)]
     fn read(
         &mut self,
         dir: &OwnedFd,
@@ -313,17 +321,24 @@ impl Walk<'_> {
         stat: &Stat,
         key: StatKey,
     ) -> Result<Content, String> {
-        let unchanged = self
-            .before
-            .and_then(|before| before.0.get(path))
-            .filter(|was| was.key == Some(key))
-            .and_then(|was| was.state.as_ref().ok());
-        if let Some(Stamp {
-            content: content @ Content::File(_),
-            ..
-        }) = unchanged
-        {
-            return Ok(content.clone());
+        if let Some(before) = self.before {
+            let was = before.0.get(path);
+            let same_size = was
+                .and_then(|was| was.key)
+                .is_some_and(|was| was.size() == key.size());
+            if !same_size {
+                return Ok(Content::NewFile);
+            }
+            let unchanged = was
+                .filter(|was| was.key == Some(key))
+                .and_then(|was| was.state.as_ref().ok());
+            if let Some(Stamp {
+                content: content @ Content::File(_),
+                ..
+            }) = unchanged
+            {
+                return Ok(content.clone());
+            }
         }
         let mut file = tree_walk::open_file(dir, name, stat)?;
         let mut hasher = blake3::Hasher::new();
@@ -629,6 +644,33 @@ mod tests {
     }
 
     #[test]
+    fn files_that_cannot_be_the_ones_from_before_are_not_read_after_the_run() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("grown"), "x").unwrap();
+        let changes = around(root.path(), |root| {
+            // Hashing these would take minutes: a new file, and one whose size
+            // changed, are changes whatever they hold.
+            for name in ["sparse", "grown"] {
+                std::fs::File::options()
+                    .create(true)
+                    .write(true)
+                    .open(root.join(name))
+                    .unwrap()
+                    .set_len(1 << 40)
+                    .unwrap();
+            }
+        });
+        assert_eq!(
+            summary(&changes),
+            [
+                ("grown", ChangeKind::Modified, EntryKind::File),
+                ("sparse", ChangeKind::Added, EntryKind::File),
+            ]
+        );
+        assert!(changes.iter().all(|c| c.error.is_none()), "{changes:?}");
+    }
+
+    #[test]
     fn a_hostile_size_is_refused_or_reported_not_read_forever() {
         let root = tempfile::tempdir().unwrap();
         let dir = open(root.path());
@@ -668,9 +710,6 @@ mod tests {
             None,
         )
         .unwrap_err();
-        assert!(
-            matches!(err, WalkError::TooLarge { limit: 100 }),
-            "{err}"
-        );
+        assert!(matches!(err, WalkError::TooLarge { limit: 100 }), "{err}");
     }
 }

@@ -172,6 +172,8 @@ impl Visitor for WorkTree {
         name == b".git"
     }
 
+    // The widths of the stat fields differ between targets.
+    #[allow(clippy::unnecessary_cast)]
     fn visit(
         &mut self,
         dir: &OwnedFd,
@@ -183,7 +185,8 @@ impl Visitor for WorkTree {
             Ok(stat) => stat,
             Err(error) => {
                 let kind = kind_of(listed);
-                self.entries.insert(path.to_vec(), Seen::unreadable(kind, error));
+                self.entries
+                    .insert(path.to_vec(), Seen::unreadable(kind, error));
                 return None;
             }
         };
@@ -211,7 +214,9 @@ impl Visitor for WorkTree {
                 }
                 Err(error) => seen = Seen::unreadable(kind, error),
             },
-            EntryKind::File if name == b".gitignore" => self.read_ignore_file(dir, name, path, &stat),
+            EntryKind::File if name == b".gitignore" => {
+                self.read_ignore_file(dir, name, path, &stat)
+            }
             _ => {}
         }
         self.entries.insert(path.to_vec(), seen);
@@ -256,9 +261,10 @@ impl WorkTree {
 
     /// The folder that could not be listed above `path`, if any.
     fn blind_above(&self, path: &[u8]) -> Option<&[u8]> {
-        self.blind.keys().map(Vec::as_slice).find(|dir| {
-            path.len() > dir.len() && path.starts_with(dir) && path[dir.len()] == b'/'
-        })
+        self.blind
+            .keys()
+            .map(Vec::as_slice)
+            .find(|dir| path.len() > dir.len() && path.starts_with(dir) && path[dir.len()] == b'/')
     }
 }
 
@@ -452,7 +458,10 @@ impl GitBaseline {
     /// (the handle opened before the agent ran) within [`COLLECT_SECS`]; secrets
     /// `redactor` knows are masked in the patch's content.
     pub fn changes(&self, root: &Dir, redactor: &Redactor) -> Result<GitChanges, GitChangesError> {
-        let deadline = (Instant::now() + Duration::from_secs(COLLECT_SECS), COLLECT_SECS);
+        let deadline = (
+            Instant::now() + Duration::from_secs(COLLECT_SECS),
+            COLLECT_SECS,
+        );
         let now = WorkTree::walk(root, Some(deadline))?;
         let rules = IgnoreRules::new(&now.ignore_files, &self.exclude);
         let mut budget = Budget {
@@ -663,7 +672,7 @@ fn compare(
         (None, None) => return None,
         (None, Some(is)) => {
             let mut is = is.clone();
-            probe(root, path, &mut is);
+            probe(root, path, &mut is, budget);
             let error = is.error.clone();
             let mut added = found(ChangeKind::Added, &is, error);
             added.binary = is.binary;
@@ -679,13 +688,15 @@ fn compare(
     };
     if was.kind != is.kind {
         let mut is = is.clone();
-        probe(root, path, &mut is);
+        probe(root, path, &mut is, budget);
         let mut modified = found(ChangeKind::Modified, &is, None);
         modified.is = Some(is);
         return Some(modified);
     }
     match is.kind {
-        EntryKind::Symlink => (was.target != is.target).then(|| found(ChangeKind::Modified, is, None)),
+        EntryKind::Symlink => {
+            (was.target != is.target).then(|| found(ChangeKind::Modified, is, None))
+        }
         EntryKind::File => {
             if before == now {
                 return None;
@@ -697,7 +708,7 @@ fn compare(
             {
                 // Changed for sure, or its content before was not read: the change
                 // of its stat is reported.
-                probe(root, path, &mut is);
+                probe(root, path, &mut is, budget);
             } else {
                 match read_file(root, path, &now, budget, false) {
                     Ok(file) if Some(file.oid) == was.oid => return None,
@@ -796,8 +807,12 @@ fn take_share(size: u64, total: &mut u64) -> Result<(), String> {
     Ok(())
 }
 
-/// Sets the binary flag of an added or changed file from its first bytes.
-fn probe(root: &Dir, path: &[u8], seen: &mut Seen) {
+/// Sets the binary flag of an added or changed file from its first bytes, unless the
+/// collection's time is up.
+fn probe(root: &Dir, path: &[u8], seen: &mut Seen, budget: &Budget) {
+    if budget.out_of_time() {
+        return;
+    }
     let (EntryKind::File, Some(stamp), None) = (seen.kind, seen.stat, seen.binary) else {
         return;
     };
@@ -870,10 +885,14 @@ fn clean_in_index(index: &Index, written: (i64, i64), path: &[u8], stamp: &Stamp
     let same = entry.mode as i32 == stamp.git_mode(EntryKind::File)
         && entry.file_size == size as u32
         && entry.ino == stamp.key.id().1 as u32
-        && (entry.mtime.seconds() as i64, entry.mtime.nanoseconds() as i64)
-            == (mtime_s, mtime_ns)
-        && (entry.ctime.seconds() as i64, entry.ctime.nanoseconds() as i64)
-            == (ctime_s, ctime_ns);
+        && (
+            entry.mtime.seconds() as i64,
+            entry.mtime.nanoseconds() as i64,
+        ) == (mtime_s, mtime_ns)
+        && (
+            entry.ctime.seconds() as i64,
+            entry.ctime.nanoseconds() as i64,
+        ) == (ctime_s, ctime_ns);
     // An entry written in the same instant as its file may hide a later edit.
     let racy = (mtime_s, mtime_ns) >= written;
     (same && !racy).then_some(entry.id)
@@ -1026,10 +1045,17 @@ mod tests {
             ]
         );
         assert_eq!(found.files[1].from.as_deref(), Some("long.txt"));
-        let ignored: Vec<_> = found.ignored.iter().map(|c| (c.path.as_str(), c.change)).collect();
+        let ignored: Vec<_> = found
+            .ignored
+            .iter()
+            .map(|c| (c.path.as_str(), c.change))
+            .collect();
         assert_eq!(
             ignored,
-            [("out/kept", ChangeKind::Modified), ("run.log", ChangeKind::Added)]
+            [
+                ("out/kept", ChangeKind::Modified),
+                ("run.log", ChangeKind::Added)
+            ]
         );
         let patch = String::from_utf8(found.patch).unwrap();
         assert!(patch.contains("rename from long.txt"), "{patch}");
@@ -1062,9 +1088,18 @@ mod tests {
             .chain(&found.ignored)
             .map(|c| (c.path.as_str(), c.change, c.kind))
             .collect();
-        assert!(all.contains(&("x", ChangeKind::Added, EntryKind::Symlink)), "{all:?}");
-        assert!(all.contains(&("p", ChangeKind::Added, EntryKind::Symlink)), "{all:?}");
-        assert!(all.contains(&("x/tracked", ChangeKind::Deleted, EntryKind::File)), "{all:?}");
+        assert!(
+            all.contains(&("x", ChangeKind::Added, EntryKind::Symlink)),
+            "{all:?}"
+        );
+        assert!(
+            all.contains(&("p", ChangeKind::Added, EntryKind::Symlink)),
+            "{all:?}"
+        );
+        assert!(
+            all.contains(&("x/tracked", ChangeKind::Deleted, EntryKind::File)),
+            "{all:?}"
+        );
     }
 
     #[test]
@@ -1089,8 +1124,14 @@ mod tests {
             .apply_bytes(&content)
             .into_owned();
         assert_ne!(masked, content);
-        assert!(patch.contains(&blob_id(&masked).to_string()[..7]), "{patch}");
-        assert!(!patch.contains(&blob_id(&content).to_string()[..7]), "{patch}");
+        assert!(
+            patch.contains(&blob_id(&masked).to_string()[..7]),
+            "{patch}"
+        );
+        assert!(
+            !patch.contains(&blob_id(&content).to_string()[..7]),
+            "{patch}"
+        );
     }
 
     #[test]
@@ -1114,9 +1155,16 @@ mod tests {
         );
         assert_eq!(found.omitted.len(), 1);
         assert_eq!(found.omitted[0].path, "sparse.bin");
-        assert!(found.omitted[0].reason.contains("more than"), "{:?}", found.omitted);
+        assert!(
+            found.omitted[0].reason.contains("more than"),
+            "{:?}",
+            found.omitted
+        );
         let patch = String::from_utf8(found.patch).unwrap();
-        assert!(patch.contains("+s\n") && !patch.contains("sparse.bin"), "{patch}");
+        assert!(
+            patch.contains("+s\n") && !patch.contains("sparse.bin"),
+            "{patch}"
+        );
     }
 
     #[test]

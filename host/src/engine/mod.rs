@@ -19,7 +19,7 @@ pub use changes::{ChangeKind, EntryKind, FileChange, Snapshot};
 pub use crashed::{write_crashed_result, CrashedRun};
 pub use folder::RunFolder;
 pub use git_changes::{GitBaseline, GitChanges, OmittedFile, PATCH_FILE_BYTES, PATCH_TOTAL_BYTES};
-pub use tree_walk::WalkError;
 pub use plugins::{resolve as resolve_plugins, PluginProblem, Plugins};
 pub use result::{result_schema, RunResult, RunStatus};
 pub use run::{run, RunError, RunReport, RunRequest};
+pub use tree_walk::WalkError;

@@ -44,6 +44,9 @@ const FILE_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::NOCTTY)
     .union(OFlags::CLOEXEC);
 
+/// What one entry costs a walk's bound beyond its path: what a caller keeps for it.
+const ENTRY_COST: u64 = 128;
+
 /// Device and inode: which directory or file a descriptor is on.
 pub(super) type Identity = (u64, u64);
 
@@ -54,7 +57,7 @@ pub enum WalkError {
     Root(std::io::Error),
     #[error("{path} was moved while the workspace was being read")]
     Moved { path: String },
-    #[error("the workspace holds more than {limit} bytes of paths; it is not read further")]
+    #[error("the workspace holds more entries than {limit} bytes of paths and records allow; it is not read further")]
     TooLarge { limit: u64 },
     #[error("the workspace was not read to the end within {secs} s")]
     OutOfTime { secs: u64 },
@@ -81,7 +84,8 @@ pub(super) trait Visitor {
 /// The bounds of one walk.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct WalkBounds {
-    /// Bytes of paths (plus one per entry) the walk may visit.
+    /// Bytes of paths, plus a fixed cost per entry, the walk may visit: what its
+    /// caller keeps stays bounded however many entries the workspace holds.
     pub path_bytes: u64,
     /// When the walk gives up (after the agent ran; `None` before).
     pub deadline: Option<(Instant, u64)>,
@@ -183,7 +187,7 @@ fn list(
         if name == b"." || name == b".." || visitor.skip(prefix, name) {
             continue;
         }
-        let cost = (prefix.len() + name.len()) as u64 + 2;
+        let cost = (prefix.len() + name.len()) as u64 + ENTRY_COST;
         if cost > *left {
             return Err(Listing::Bound(WalkError::TooLarge {
                 limit: bounds.path_bytes,
@@ -231,7 +235,11 @@ pub(super) fn read_link(dir: &OwnedFd, name: &[u8]) -> Result<Vec<u8>, String> {
 /// Opens the file `name` of `dir` for reading, if it is still the regular file
 /// `listed` stats: a FIFO, socket, device or other file swapped in is refused on the
 /// opened descriptor, and the open itself never blocks.
-pub(super) fn open_file(dir: &OwnedFd, name: &[u8], listed: &Stat) -> Result<std::fs::File, String> {
+pub(super) fn open_file(
+    dir: &OwnedFd,
+    name: &[u8],
+    listed: &Stat,
+) -> Result<std::fs::File, String> {
     let file = rustix::fs::openat(dir, name, FILE_FLAGS, Mode::empty()).map_err(describe)?;
     check_regular(file, Some(identity(listed)))
 }
@@ -240,9 +248,12 @@ pub(super) fn open_file(dir: &OwnedFd, name: &[u8], listed: &Stat) -> Result<std
 /// any symlink on the way, `..` out of the root and `/proc` magic links. The opened
 /// descriptor must be a regular file (for `OFlags::DIRECTORY` in `extra`, a
 /// directory).
-pub(super) fn open_beneath(root: &impl AsFd, path: &[u8], extra: OFlags) -> std::io::Result<OwnedFd> {
-    let resolve =
-        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+pub(super) fn open_beneath(
+    root: &impl AsFd,
+    path: &[u8],
+    extra: OFlags,
+) -> std::io::Result<OwnedFd> {
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
     let fd = rustix::fs::openat2(root, path, FILE_FLAGS | extra, Mode::empty(), resolve)?;
     if !extra.contains(OFlags::DIRECTORY) {
         return check_regular(fd, None)
@@ -329,6 +340,12 @@ pub(super) struct Budget {
 const CHUNK: usize = 1 << 20;
 
 impl Budget {
+    /// Whether the deadline passed.
+    pub fn out_of_time(&self) -> bool {
+        self.deadline
+            .is_some_and(|(deadline, _)| Instant::now() > deadline)
+    }
+
     /// Feeds `file` to `sink` a chunk at a time. Fails, saying why, when the file
     /// holds more than the budget's bytes or the deadline passes first.
     pub fn read(
@@ -345,12 +362,10 @@ impl Budget {
         }
         let mut buffer = vec![0; CHUNK.min(size as usize + 1).max(1)];
         loop {
-            if let Some((deadline, secs)) = self.deadline {
-                if Instant::now() > deadline {
-                    return Err(format!(
-                        "not compared: the change set is read within {secs} s, and the time ran out"
-                    ));
-                }
+            if let (true, Some((_, secs))) = (self.out_of_time(), self.deadline) {
+                return Err(format!(
+                    "not compared: the change set is read within {secs} s, and the time ran out"
+                ));
             }
             let n = file.read(&mut buffer).map_err(|e| e.to_string())?;
             if n == 0 {
@@ -446,7 +461,10 @@ mod tests {
     fn a_budget_stops_a_sparse_file_without_reading_it_whole() {
         let root = tempfile::tempdir().unwrap();
         let path = root.path().join("sparse");
-        std::fs::File::create(&path).unwrap().set_len(1 << 40).unwrap();
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
         let mut budget = Budget {
             bytes: 1 << 20,
             deadline: None,
