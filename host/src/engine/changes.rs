@@ -4,14 +4,17 @@
 //! Both snapshots read through the one handle opened on the workspace root before the
 //! agent ran ([`super::workspace::Workspace::dir`]), so an agent that renames the root
 //! away and puts a symlink in its place cannot point the second snapshot elsewhere.
-//! The walk names one component at a time relative to an open directory and never
-//! follows a symlink. It is iterative and holds a fixed number of descriptors at any
-//! depth: it climbs back up through `..` and checks that it lands on the directory it
-//! came from.
+//! The walk ([`super::tree_walk`]) names one component at a time relative to an open
+//! directory, never follows a symlink and never blocks on a FIFO.
 //!
 //! Entries are compared by kind, mode, owner and content: a BLAKE3 hash of a file's
 //! bytes, a symlink's target, a device's number. Times are not compared, so an edit
-//! that puts the old mtime back is still seen. Names are kept as bytes and written
+//! that puts the old mtime back is still seen. After the run a file is read only if
+//! it may still be the one from before: one whose inode, size, mtime and ctime are all
+//! as they were keeps its hash (the agent cannot set a ctime), and a new file or one
+//! whose size changed is a change without being read. What is read after the run is
+//! read within [`COLLECT_SECS`]; a file not compared by then is `unreadable`, with
+//! the reason. Names are kept as bytes and written
 //! escaped ([`crate::escape::name`]). An entry that cannot be read is recorded with the
 //! reason and reported, never taken as unchanged. `.git` at the root is skipped: it
 //! is the repository's state, not the agent's work.
