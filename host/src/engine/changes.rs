@@ -91,7 +91,9 @@ pub struct FileChange {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
     /// Git workspaces: whether the content is binary (a NUL byte in its first 8000
-    /// bytes, git's own test); the new content, or the old one for `deleted`.
+    /// bytes, git's own test); the new content, or the old one for `deleted`. Absent
+    /// when that content was not read (a deleted file git held unchanged, or the
+    /// collection's time ran out).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub binary: Option<bool>,
 }
