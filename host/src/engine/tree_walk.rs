@@ -457,6 +457,45 @@ mod tests {
         assert!(err.contains("not a regular file"), "{err}");
     }
 
+    struct Count(usize);
+
+    impl Visitor for Count {
+        fn skip(&self, _: &[u8], _: &[u8]) -> bool {
+            false
+        }
+        fn visit(&mut self, _: &OwnedFd, _: &[u8], _: &[u8], _: FileType) -> Option<Identity> {
+            self.0 += 1;
+            None
+        }
+        fn unreadable(&mut self, _: &[u8], _: String) {}
+    }
+
+    #[test]
+    fn a_walk_past_its_deadline_or_bound_stops_and_says_so() {
+        let root = tempfile::tempdir().unwrap();
+        for i in 0..10 {
+            std::fs::write(root.path().join(format!("f{i}")), "x").unwrap();
+        }
+        let dir = Dir::open_ambient_dir(root.path(), ambient_authority()).unwrap();
+        let mut count = Count(0);
+        let bounds = |deadline| WalkBounds {
+            path_bytes: 1 << 20,
+            deadline,
+        };
+        walk(&dir, bounds(None), &mut count).unwrap();
+        assert_eq!(count.0, 10);
+        let past = Some((Instant::now() - std::time::Duration::from_secs(1), 7));
+        let err = walk(&dir, bounds(past), &mut Count(0)).unwrap_err();
+        assert!(matches!(err, WalkError::OutOfTime { secs: 7 }), "{err}");
+        // Each entry costs its path and a record: ten of them do not fit in 1 KiB.
+        let tight = WalkBounds {
+            path_bytes: 1 << 10,
+            deadline: None,
+        };
+        let err = walk(&dir, tight, &mut Count(0)).unwrap_err();
+        assert!(matches!(err, WalkError::TooLarge { .. }), "{err}");
+    }
+
     #[test]
     fn a_budget_stops_a_sparse_file_without_reading_it_whole() {
         let root = tempfile::tempdir().unwrap();
