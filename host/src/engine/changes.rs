@@ -658,6 +658,7 @@ mod tests {
             for name in ["sparse", "grown"] {
                 std::fs::File::options()
                     .create(true)
+                    .truncate(false)
                     .write(true)
                     .open(root.join(name))
                     .unwrap()
