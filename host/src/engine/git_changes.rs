@@ -1186,6 +1186,43 @@ mod tests {
     }
 
     #[test]
+    fn what_the_agent_writes_into_the_repository_is_not_honoured() {
+        let dir = repo();
+        let root = dir.path();
+        let handle = open(root);
+        let baseline = baseline(&handle);
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("b.txt"), "HOST CONTENT\n").unwrap();
+        std::fs::write(outside.path().join("excludes"), "*.txt\n").unwrap();
+        // A work tree elsewhere, host excludes, no symlinks, a forged index, and
+        // attributes that would turn the edit into a binary blob.
+        std::fs::write(
+            root.join(".git/config"),
+            format!(
+                "[core]\n\tworktree = {}\n\texcludesFile = {}\n\tsymlinks = false\n",
+                outside.path().display(),
+                outside.path().join("excludes").display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(root.join(".git/index"), "DIRC forged").unwrap();
+        std::fs::write(root.join(".gitattributes"), "* binary\n").unwrap();
+        std::fs::write(root.join(".git/info/attributes"), "* binary\n").unwrap();
+        std::fs::write(root.join("b.txt"), "agent\n").unwrap();
+        let found = changes(&baseline, &handle);
+        assert_eq!(
+            changed(&found),
+            [
+                file(".gitattributes", ChangeKind::Added),
+                file("b.txt", ChangeKind::Modified),
+            ]
+        );
+        let patch = String::from_utf8(found.patch).unwrap();
+        assert!(patch.contains("-b\n+agent\n"), "{patch}");
+        assert!(!patch.contains("HOST"), "{patch}");
+    }
+
+    #[test]
     fn a_folder_that_is_not_a_repository_root_has_no_git_baseline() {
         let dir = repo();
         std::fs::create_dir(dir.path().join("sub")).unwrap();
