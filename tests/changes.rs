@@ -1,6 +1,8 @@
 //! What a hostile agent does to the workspace is reported exactly, and nothing it
 //! prints or names reaches the terminal raw. End to end through the `agentgate`
-//! binary, with the `command` driver running a shell script as the agent.
+//! binary, with the `command` driver running a shell script as the agent. In git
+//! workspaces, symlinks swapped in, sparse files and secrets in binary files neither
+//! leak the host into the change set nor break its bounds.
 
 mod support;
 
