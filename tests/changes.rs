@@ -1,6 +1,8 @@
 //! What a hostile agent does to the workspace is reported exactly, and nothing it
 //! prints or names reaches the terminal raw. End to end through the `agentgate`
-//! binary, with the `command` driver running a shell script as the agent.
+//! binary, with the `command` driver running a shell script as the agent. In git
+//! workspaces, symlinks swapped in, sparse files and secrets in binary files neither
+//! leak the host into the change set nor break its bounds.
 
 mod support;
 
@@ -213,4 +215,341 @@ fn a_root_swapped_for_a_symlink_to_etc_does_not_redirect_the_record() {
         "{error}"
     );
     assert!(stderr.contains("a symlink to /etc"), "{stderr}");
+}
+
+// A git workspace after a hostile agent: what the host reads to build the change set
+// (`modifiedFiles`, `ignoredFiles`, `changes.patch`) stays inside the workspace and
+// within bounds of memory and time.
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A repository at `dir` with `files` committed, and a pristine clone of it beside it
+/// (`<dir>.pristine`) to apply `changes.patch` to.
+fn repository(dir: &Path, files: &[(&str, &[u8])]) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    git(dir, &["init", "-q", "-b", "main"]);
+    for (path, content) in files {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "base"]);
+    let pristine = dir.with_extension("pristine");
+    git(
+        dir.parent().unwrap(),
+        &[
+            "clone",
+            "-q",
+            dir.to_str().unwrap(),
+            pristine.to_str().unwrap(),
+        ],
+    );
+    pristine
+}
+
+/// What a run of `agentgate` left, and the peak memory it took.
+struct Measured {
+    code: Option<i32>,
+    stderr: String,
+    /// Peak resident set size of the `agentgate` process, in bytes.
+    peak_rss: u64,
+}
+
+/// Runs `agentgate run` on a TaskSpec with `execution` in `home`, with `env` added to
+/// its environment, and measures its peak memory (`wait4`'s rusage of that child
+/// alone).
+fn run_measured(home: &Path, execution: &str, args: &[&str], env: &[(&str, &str)]) -> Measured {
+    let task = home.join("task.yaml");
+    std::fs::write(&task, task_spec("changes", "x", execution)).unwrap();
+    let stderr_path = home.join("stderr.txt");
+    // Reaped by `wait4` below, which `Child::wait` cannot stand in for: it gives no
+    // rusage.
+    #[allow(clippy::zombie_processes)]
+    let child = Command::new(env!("CARGO_BIN_EXE_agentgate"))
+        .arg("run")
+        .arg(&task)
+        .args(args)
+        .env("AGENTGATE_HOME", home)
+        .env_remove("AGENTGATE_PLUGIN_PATH")
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .expect("starting agentgate");
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value to be written over.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the pid is our child, not yet reaped; both pointers are valid.
+    let reaped = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(
+        reaped,
+        child.id() as i32,
+        "{}",
+        std::io::Error::last_os_error()
+    );
+    Measured {
+        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        stderr: std::fs::read_to_string(&stderr_path).unwrap_or_default(),
+        peak_rss: usage.ru_maxrss as u64 * 1024,
+    }
+}
+
+/// Every regular file under `dir` (symlinks not followed, `.git` skipped), with
+/// its content.
+fn files_under(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let kind = entry.file_type().unwrap();
+            if entry.file_name() == ".git" {
+                continue;
+            }
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else if kind.is_file() {
+                found.push((entry.path(), std::fs::read(entry.path()).unwrap()));
+            }
+        }
+    }
+    found
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// Applies the run's `changes.patch` to the pristine clone, which decodes binary
+/// hunks as `git apply` does, and returns every file it then holds.
+fn applied(home: &Path, pristine: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let patch = result_folder(home).join("changes.patch");
+    git(pristine, &["apply", "--binary", patch.to_str().unwrap()]);
+    files_under(pristine)
+}
+
+fn result_folder(home: &Path) -> std::path::PathBuf {
+    std::fs::read_dir(home.join("runs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+}
+
+fn kinds(result: &Value) -> Vec<(String, String, String)> {
+    ["modifiedFiles", "ignoredFiles"]
+        .iter()
+        .flat_map(|list| result[list].as_array().unwrap().clone())
+        .map(|e| {
+            (
+                e["path"].as_str().unwrap().to_string(),
+                e["change"].as_str().unwrap().to_string(),
+                e["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The agent, in the real `subprocess` sandbox, swaps tracked folders for symlinks to
+/// a host folder holding a secret file and to `/proc/self` (agentgate's own
+/// environment, `GIT_TOKEN` included, once the host follows it), and lists them in
+/// `.gitignore`. Nothing of either reaches the run folder, not even as a binary
+/// patch; the symlinks are reported as symlinks.
+#[test]
+fn symlinks_to_host_folders_and_proc_self_put_nothing_of_the_host_in_the_change_set() {
+    const FILE_MARKER: &str = "HOST-FILE-MARKER-5f0c1e";
+    const ENV_MARKER: &str = "ENV-MARKER-GIT-TOKEN-77ad3b";
+    let home = tempfile::tempdir().unwrap();
+    let base = tempfile::tempdir().unwrap();
+    let host_folder = base.path().join("host-folder");
+    std::fs::create_dir(&host_folder).unwrap();
+    std::fs::write(host_folder.join("shadow"), format!("{FILE_MARKER}\n")).unwrap();
+    let workspace = base.path().join("ws");
+    let pristine = repository(
+        &workspace,
+        &[
+            ("x/shadow", b"tracked\n"),
+            ("p/environ", b"tracked\n"),
+            ("etc/passwd", b"tracked\n"),
+            ("keep.txt", b"k\n"),
+        ],
+    );
+    let script = format!(
+        "echo ran > ran.marker\nrm -rf x p etc\nln -s {} x\nln -s /proc/self p\nln -s /etc etc\nprintf 'x\\np\\netc\\n' > .gitignore\n",
+        host_folder.display()
+    );
+    let execution = support::local_subprocess(&workspace, false, "5m", &shell_agent(&script));
+    let run = run_measured(home.path(), &execution, &[], &[("GIT_TOKEN", ENV_MARKER)]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("ran.marker")).unwrap(),
+        "ran\n",
+        "the agent did not run"
+    );
+
+    let folder = result_folder(home.path());
+    for (path, content) in files_under(&folder) {
+        for marker in [FILE_MARKER, ENV_MARKER] {
+            assert!(
+                !contains(&content, marker),
+                "{marker} in {}",
+                path.display()
+            );
+        }
+    }
+    // Binary hunks decoded: still nothing of the host.
+    for (path, content) in applied(home.path(), &pristine) {
+        for marker in [FILE_MARKER, ENV_MARKER] {
+            assert!(
+                !contains(&content, marker),
+                "{marker} in {}",
+                path.display()
+            );
+        }
+    }
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("result.json")).unwrap())
+            .unwrap();
+    let kinds = kinds(&result);
+    for link in ["x", "p", "etc"] {
+        assert!(
+            kinds.contains(&(link.into(), "added".into(), "symlink".into())),
+            "{link}: {kinds:?}"
+        );
+    }
+    for gone in ["x/shadow", "p/environ", "etc/passwd"] {
+        assert!(
+            kinds.contains(&(gone.into(), "deleted".into(), "file".into())),
+            "{gone}: {kinds:?}"
+        );
+    }
+    assert!(kinds.contains(&("ran.marker".into(), "added".into(), "file".into())));
+}
+
+/// Sparse files of 1 TiB and 2 GiB (one over a tracked file): the run ends, writes
+/// its result, reports them (left out of the patch, with why), and `agentgate`'s
+/// memory stays bounded.
+#[test]
+fn sparse_files_of_a_tebibyte_are_reported_in_bounded_memory() {
+    let home = tempfile::tempdir().unwrap();
+    let base = tempfile::tempdir().unwrap();
+    let workspace = base.path().join("ws");
+    repository(
+        &workspace,
+        &[("data.bin", b"small\n"), ("keep.txt", b"k\n")],
+    );
+    let script = "echo ran > ran.marker\ntruncate -s 1T big.bin\ntruncate -s 2G mid.bin\ntruncate -s 2G data.bin\n";
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: none\n{}",
+        workspace.display(),
+        shell_agent(script)
+    );
+    let run = run_measured(home.path(), &execution, &[], &[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        workspace.join("ran.marker").exists(),
+        "the agent did not run"
+    );
+    let folder = result_folder(home.path());
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("result.json")).unwrap())
+            .unwrap();
+    assert_eq!(result["status"], "succeeded", "{result:#}");
+    let kinds = kinds(&result);
+    for (path, change) in [
+        ("big.bin", "added"),
+        ("mid.bin", "added"),
+        ("data.bin", "modified"),
+        ("ran.marker", "added"),
+    ] {
+        assert!(
+            kinds.contains(&(path.into(), change.into(), "file".into())),
+            "{path}: {kinds:?}"
+        );
+    }
+    let omitted = result["patch"]["omitted"].as_array().unwrap();
+    for path in ["big.bin", "mid.bin", "data.bin"] {
+        let entry = omitted
+            .iter()
+            .find(|o| o["path"] == path)
+            .unwrap_or_else(|| panic!("{path} not in patch.omitted: {omitted:?}"));
+        assert!(
+            entry["reason"].as_str().unwrap().contains("more than"),
+            "{entry}"
+        );
+    }
+    assert_eq!(result["patch"]["maxFileBytes"], 8 << 20);
+    assert_eq!(result["patch"]["maxTotalBytes"], 64 << 20);
+    let patch = std::fs::read_to_string(folder.join("changes.patch")).unwrap();
+    assert!(patch.contains("+ran"), "{patch}");
+    eprintln!("agentgate's peak RSS: {} MiB", run.peak_rss >> 20);
+    assert!(
+        run.peak_rss < 512 << 20,
+        "agentgate peaked at {} MiB",
+        run.peak_rss >> 20
+    );
+}
+
+/// A secret the run knows, written by the agent in plain text inside a binary file,
+/// cannot be recovered from `changes.patch`, even by applying it.
+#[test]
+fn a_secret_inside_a_binary_file_cannot_be_recovered_from_the_patch() {
+    const SECRET: &str = "sk-live-Bn7rQ2xW9pLk4TzM";
+    let home = tempfile::tempdir().unwrap();
+    let base = tempfile::tempdir().unwrap();
+    let workspace = base.path().join("ws");
+    let pristine = repository(&workspace, &[("keep.txt", b"k\n")]);
+    let script =
+        "echo ran > ran.marker\nprintf '\\000\\001bin:%s:end' \"$MODEL_API_KEY\" > blob.bin\n";
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: none\n{}",
+        workspace.display(),
+        shell_agent(script)
+    );
+    let run = run_measured(
+        home.path(),
+        &execution,
+        &["--secret-env", "MODEL_API_KEY"],
+        &[("MODEL_API_KEY", SECRET)],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    // The agent did write the secret.
+    let written = std::fs::read(workspace.join("blob.bin")).unwrap();
+    assert!(contains(&written, SECRET));
+    let result = result(home.path());
+    let blob = result["modifiedFiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["path"] == "blob.bin")
+        .expect("blob.bin is reported");
+    assert_eq!(blob["binary"], true);
+    let files = applied(home.path(), &pristine);
+    let (_, content) = files
+        .iter()
+        .find(|(path, _)| path.ends_with("blob.bin"))
+        .expect("the patch holds blob.bin");
+    assert_eq!(content, b"\x00\x01bin:***:end");
+    for (path, content) in files_under(&result_folder(home.path())) {
+        assert!(!contains(&content, SECRET), "{}", path.display());
+    }
 }

@@ -546,7 +546,7 @@ fn the_result_schema_is_printed_and_versioned() {
     let output = home.agentgate(&["schema", "--result"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let schema: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert!(schema["$id"].as_str().unwrap().ends_with("result-v1.json"));
+    assert!(schema["$id"].as_str().unwrap().ends_with("result-v2.json"));
     let properties = &schema["properties"];
     for field in [
         "version",

@@ -68,18 +68,21 @@ fn main() {
     // Refresh the index's stat cache, as any checkout leaves it.
     git(root, &["status", "--porcelain"]);
 
-    let baseline = GitBaseline::take(root).unwrap().expect("a repository");
+    let workspace = cap_std::fs::Dir::open_ambient_dir(root, cap_std::ambient_authority()).unwrap();
+    let redactor = agentgate::record::Redactor::default();
+    let baseline = GitBaseline::take(&workspace)
+        .unwrap()
+        .expect("a repository");
     // The agent's work.
     std::fs::write(root.join("d001/f1.txt"), "edited\n").unwrap();
     std::fs::write(root.join("d002/new.txt"), "new\n").unwrap();
     std::fs::remove_file(root.join("d003/f3.txt")).unwrap();
     std::fs::rename(root.join("d004/f4.txt"), root.join("d004/moved.txt")).unwrap();
     std::fs::write(root.join("ignored/o1"), "changed").unwrap();
-    let found = baseline.changes().unwrap();
+    let found = baseline.changes(&workspace, &redactor).unwrap();
     assert_eq!(found.files.len(), 4, "{:?}", found.files);
     assert_eq!(found.ignored.len(), 1);
 
-    let workspace = cap_std::fs::Dir::open_ambient_dir(root, cap_std::ambient_authority()).unwrap();
     let (mut status, mut collect, mut take, mut snapshot) = (vec![], vec![], vec![], vec![]);
     for _ in 0..rounds {
         let t = Instant::now();
@@ -92,12 +95,12 @@ fn main() {
         assert!(out.status.success());
 
         let t = Instant::now();
-        let changes = baseline.changes().unwrap();
+        let changes = baseline.changes(&workspace, &redactor).unwrap();
         collect.push(t.elapsed());
         assert_eq!(changes.files.len(), 4);
 
         let t = Instant::now();
-        GitBaseline::take(root).unwrap().unwrap();
+        GitBaseline::take(&workspace).unwrap().unwrap();
         take.push(t.elapsed());
 
         let t = Instant::now();

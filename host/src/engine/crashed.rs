@@ -84,6 +84,7 @@ pub fn write_crashed_result(run: &CrashedRun<'_>) -> std::io::Result<Option<Path
         ignored_files: Vec::new(),
         // Nothing was compared: the run died before collecting its changes.
         changes_from: "none".into(),
+        patch: None,
         logs: None,
     };
     // Written aside and renamed, so a reader never sees half a result.

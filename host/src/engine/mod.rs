@@ -12,12 +12,14 @@ mod git_changes;
 mod plugins;
 mod result;
 mod run;
+mod tree_walk;
 mod workspace;
 
 pub use changes::{ChangeKind, EntryKind, FileChange, Snapshot};
 pub use crashed::{write_crashed_result, CrashedRun};
 pub use folder::{RunFolder, SANDBOX_STATE, WORKSPACE_SCRATCH};
-pub use git_changes::{GitBaseline, GitChanges};
+pub use git_changes::{GitBaseline, GitChanges, OmittedFile, PATCH_FILE_BYTES, PATCH_TOTAL_BYTES};
 pub use plugins::{resolve as resolve_plugins, PluginProblem, Plugins};
 pub use result::{result_schema, RunResult, RunStatus, WorkspaceRecord};
 pub use run::{run, RunError, RunReport, RunRequest};
+pub use tree_walk::WalkError;

@@ -9,10 +9,12 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::changes::FileChange;
+use super::git_changes::OmittedFile;
 use crate::record::{LogSize, Redactor};
 
-/// Bumped when a field changes meaning or disappears.
-pub const RESULT_VERSION: u32 = 1;
+/// Bumped when a field changes meaning or disappears, or one is added.
+/// 2: `patch` (the caps of `changes.patch` and the files it leaves out).
+pub const RESULT_VERSION: u32 = 2;
 
 /// The JSON Schema of `result.json` (`agentgate schema --result`).
 pub fn result_schema() -> serde_json::Value {
@@ -90,9 +92,26 @@ pub struct RunResult {
     /// and binary files are told, `changes.patch` holds the change set) or `snapshot`
     /// (every entry compared by content before and after).
     pub changes_from: String,
+    /// Git workspaces: what `changes.patch` holds and leaves out. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<PatchRecord>,
     /// `stdout.log` and `stderr.log`: what they kept and what they dropped past their
     /// bound. Absent when no sandbox was created.
     pub logs: Option<LogsRecord>,
+}
+
+/// `changes.patch`: its caps, and the files of `modifiedFiles` it leaves out.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchRecord {
+    /// Content of one file (before or after the run) past which the file is left out.
+    pub max_file_bytes: u64,
+    /// Content of all files past which further files are left out.
+    pub max_total_bytes: u64,
+    /// Files of `modifiedFiles` not in the patch (too large, not a file, content
+    /// before the run not kept, not comparable), each with the reason. Content that
+    /// holds a secret is not left out: it is in the patch masked, binary or not.
+    pub omitted: Vec<OmittedFile>,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -114,6 +133,9 @@ impl RunResult {
                 .chain(&mut self.ignored_files)
                 .flat_map(|change| std::iter::once(&mut change.path).chain(change.from.as_mut())),
         );
+        if let Some(patch) = &mut self.patch {
+            texts.extend(patch.omitted.iter_mut().map(|o| &mut o.path));
+        }
         if let Some(workspace) = &mut self.workspace {
             texts.extend([&mut workspace.root, &mut workspace.description]);
         }
@@ -235,12 +257,20 @@ mod tests {
             }),
             modified_files: Vec::new(),
             ignored_files: Vec::new(),
-            changes_from: "snapshot".into(),
+            changes_from: "git".into(),
+            patch: Some(PatchRecord {
+                max_file_bytes: 1,
+                max_total_bytes: 1,
+                omitted: vec![OmittedFile {
+                    path: text(),
+                    reason: "too large".into(),
+                }],
+            }),
             logs: None,
         };
         result.mask(&Redactor::new([secret.to_string()]));
         let json = serde_json::to_string(&result).unwrap();
         assert!(!json.contains(secret), "{json}");
-        assert_eq!(json.matches("before *** after").count(), 9, "{json}");
+        assert_eq!(json.matches("before *** after").count(), 10, "{json}");
     }
 }

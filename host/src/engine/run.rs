@@ -9,13 +9,13 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::changes::{FileChange, Snapshot};
+use super::changes::{FileChange, Snapshot, COLLECT_SECS};
 use super::folder::{RunFolder, SANDBOX_STATE, WORKSPACE_SCRATCH};
-use super::git_changes::GitBaseline;
+use super::git_changes::{GitBaseline, GitChanges, PATCH_FILE_BYTES, PATCH_TOTAL_BYTES};
 use super::plugins::Plugins;
 use super::result::{
-    AgentRecord, LogsRecord, PluginRecord, ResourceUsage, RunResult, RunStatus, SandboxInfo,
-    WorkspaceRecord, RESULT_VERSION,
+    AgentRecord, LogsRecord, PatchRecord, PluginRecord, ResourceUsage, RunResult, RunStatus,
+    SandboxInfo, WorkspaceRecord, RESULT_VERSION,
 };
 use super::workspace::{materialize, Workspace};
 use crate::capabilities::{RunContext, SandboxBroker};
@@ -380,9 +380,9 @@ impl Run<'_> {
             self.events
                 .host_log("error", format!("sandbox registry: {e}"));
         }
-        // A repository is compared through git's index; anything else (or a
+        // A repository is compared with git's objects; anything else (or a
         // repository git cannot read) by a full snapshot.
-        match GitBaseline::take(&workspace.root) {
+        match GitBaseline::take(&workspace.dir) {
             Ok(Some(baseline)) => self.git = Some(baseline),
             Ok(None) => {}
             Err(e) => self.events.host_log(
@@ -707,12 +707,17 @@ impl Run<'_> {
         if let Err(e) = workspace.check_root() {
             problems.push(e.to_string());
         }
-        if let Some(git) = self.git.as_ref() {
+        if let Some(git) = self.git.take() {
             changes.from = "git";
-            match git.changes() {
+            match collect_git(git, workspace.dir.clone(), self.redactor.clone()) {
                 Ok(found) => {
                     changes.files = found.files;
                     changes.ignored = found.ignored;
+                    changes.patch = Some(PatchRecord {
+                        max_file_bytes: PATCH_FILE_BYTES,
+                        max_total_bytes: PATCH_TOTAL_BYTES,
+                        omitted: found.omitted,
+                    });
                     if let Err(e) = self.folder.write_patch(&found.patch) {
                         problems.push(format!("writing changes.patch: {e}"));
                     }
@@ -720,7 +725,7 @@ impl Run<'_> {
                 Err(e) => problems.push(format!("the workspace's changes could not be read: {e}")),
             }
         } else if let Some(before) = self.before.as_ref() {
-            match Snapshot::take(&workspace.dir) {
+            match Snapshot::take_after(&workspace.dir, before) {
                 Ok(after) => changes.files = before.changes(&after),
                 Err(e) => problems.push(format!("the workspace's changes could not be read: {e}")),
             }
@@ -799,6 +804,7 @@ impl Run<'_> {
             modified_files: changes.files,
             ignored_files: changes.ignored,
             changes_from: changes.from.to_string(),
+            patch: changes.patch,
             logs: self.log_sizes.clone(),
         }
     }
@@ -820,6 +826,31 @@ struct Changes {
     files: Vec<FileChange>,
     ignored: Vec<FileChange>,
     from: &'static str,
+    patch: Option<PatchRecord>,
+}
+
+/// Collects a git workspace's changes on a thread of their own, waited for a bounded
+/// time: the collection bounds its own reading of the workspace, and this bounds what
+/// it cannot (libgit2 opening an object file the agent swapped for a FIFO).
+fn collect_git(
+    git: GitBaseline,
+    root: Arc<cap_std::fs::Dir>,
+    redactor: Arc<Redactor>,
+) -> Result<GitChanges, String> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("collect-changes".into())
+        .spawn(move || {
+            let _ = sender.send(git.changes(&root, &redactor).map_err(|e| e.to_string()));
+        })
+        .map_err(|e| format!("starting the collection: {e}"))?;
+    let limit = Duration::from_secs(COLLECT_SECS + 30);
+    receiver.recv_timeout(limit).unwrap_or_else(|_| {
+        Err(format!(
+            "the collection did not end within {} s",
+            limit.as_secs()
+        ))
+    })
 }
 
 impl Default for Changes {
@@ -828,6 +859,7 @@ impl Default for Changes {
             files: Vec::new(),
             ignored: Vec::new(),
             from: "snapshot",
+            patch: None,
         }
     }
 }
