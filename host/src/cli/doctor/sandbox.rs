@@ -237,7 +237,8 @@ fn seccomp() -> Check {
             "boot a kernel built with CONFIG_SECCOMP_FILTER (every distribution kernel is)",
         );
     }
-    match SeccompPrograms::build() {
+    // The stricter of the two programs runs need (`network: none`).
+    match SeccompPrograms::build(crate::capabilities::process::seccomp::Sockets::Local) {
         Ok(programs) => Check::ok(
             "seccomp",
             GROUP,
