@@ -9,9 +9,12 @@ mod gc;
 mod interrupt;
 mod plugins;
 mod progress;
+mod report;
 mod run;
+mod runs;
 mod sandboxes;
 mod schema;
+mod table;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -79,6 +82,12 @@ enum Command {
     Sandboxes(sandboxes::SandboxesArgs),
     /// Clean up after runs whose agentgate died: containers, processes, cgroups, folders.
     Gc(gc::GcArgs),
+    /// The run history of this home, newest first.
+    Runs(runs::RunsArgs),
+    /// One run's summary, as `run` prints it at the end.
+    Show(runs::ShowArgs),
+    /// Write one run as a self-contained HTML page for review.
+    Report(report::ReportArgs),
 }
 
 /// Exit code for invalid input.
@@ -140,6 +149,9 @@ impl Cli {
             Command::Plugins(command) => plugins::run(self, command).await,
             Command::Sandboxes(args) => sandboxes::run(self, args),
             Command::Gc(args) => gc::run(self, args).await,
+            Command::Runs(args) => runs::list(self, args),
+            Command::Show(args) => runs::show(self, args),
+            Command::Report(args) => report::run(self, args),
         }
     }
 

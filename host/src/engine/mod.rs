@@ -12,6 +12,7 @@ mod git_changes;
 mod plugins;
 mod result;
 mod run;
+mod sampler;
 mod workspace;
 
 pub use changes::{ChangeKind, EntryKind, FileChange, Snapshot};
@@ -19,5 +20,6 @@ pub use crashed::{write_crashed_result, CrashedRun};
 pub use folder::RunFolder;
 pub use git_changes::{GitBaseline, GitChanges};
 pub use plugins::{resolve as resolve_plugins, PluginProblem, Plugins};
-pub use result::{result_schema, RunResult, RunStatus};
+pub use result::{result_schema, AgentRecord, RunResult, RunStatus, RESULT_VERSION};
 pub use run::{run, RunError, RunReport, RunRequest};
+pub use sampler::SAMPLE_INTERVAL;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::changes::FileChange;
 use crate::record::{LogSize, Redactor};
@@ -21,7 +21,7 @@ pub fn result_schema() -> serde_json::Value {
     schema
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum RunStatus {
     /// The agent finished and reported success.
@@ -55,7 +55,7 @@ impl RunStatus {
     }
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunResult {
     pub version: u32,
@@ -95,7 +95,7 @@ pub struct RunResult {
     pub logs: Option<LogsRecord>,
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LogsRecord {
     pub stdout: LogSize,
@@ -131,7 +131,7 @@ impl RunResult {
     }
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PluginRecord {
     pub name: String,
@@ -140,7 +140,7 @@ pub struct PluginRecord {
     pub origin: String,
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceRecord {
     pub source: String,
@@ -152,7 +152,7 @@ pub struct WorkspaceRecord {
     pub commit: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxInfo {
     pub provider: String,
@@ -164,7 +164,7 @@ pub struct SandboxInfo {
     pub duration_ms: u64,
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceUsage {
     pub cpu_percent: f64,
@@ -177,7 +177,7 @@ pub struct ResourceUsage {
     pub oom_killed: bool,
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentRecord {
     pub driver: String,
