@@ -569,7 +569,10 @@ fn runs_lists_the_history_newest_first_and_show_prints_the_end_of_run_summary() 
     assert_eq!(ok["provider"], "subprocess");
     assert_eq!(ok["driver"], "claude-code-api");
     assert_eq!(ok["filesChanged"], 1);
-    assert_eq!((ok["inputTokens"].as_u64(), ok["outputTokens"].as_u64()), (Some(12), Some(34)));
+    assert_eq!(
+        (ok["inputTokens"].as_u64(), ok["outputTokens"].as_u64()),
+        (Some(12), Some(34))
+    );
     assert_eq!(ok["costUsd"], 0.0123);
     // The command driver reports no usage; a run that timed out has no agent result.
     assert!(runs[1]["inputTokens"].is_null() && runs[1]["costUsd"].is_null());
@@ -598,14 +601,31 @@ fn runs_lists_the_history_newest_first_and_show_prints_the_end_of_run_summary() 
     let table = stdout(&home.agentgate(&["runs", "--limit", "2"]));
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 3, "{table}");
-    for column in ["RUN ID", "NAME", "STATUS", "STARTED", "DURATION", "PROVIDER", "DRIVER", "FILES", "TOKENS", "COST"] {
+    for column in [
+        "RUN ID", "NAME", "STATUS", "STARTED", "DURATION", "PROVIDER", "DRIVER", "FILES", "TOKENS",
+        "COST",
+    ] {
         assert!(lines[0].contains(column), "{table}");
     }
-    assert!(lines[1].starts_with(ids[0]) && lines[1].contains("timedOut"), "{table}");
-    assert!(lines[2].starts_with(ids[1]) && lines[2].contains("failed"), "{table}");
+    assert!(
+        lines[1].starts_with(ids[0]) && lines[1].contains("timedOut"),
+        "{table}"
+    );
+    assert!(
+        lines[2].starts_with(ids[1]) && lines[2].contains("failed"),
+        "{table}"
+    );
     let table = stdout(&home.agentgate(&["runs"]));
     let last = table.lines().nth(3).unwrap();
-    for cell in [ids[2], "hist-ok", "succeeded", "subprocess", "claude-code-api", "12 in / 34 out", "$0.0123"] {
+    for cell in [
+        ids[2],
+        "hist-ok",
+        "succeeded",
+        "subprocess",
+        "claude-code-api",
+        "12 in / 34 out",
+        "$0.0123",
+    ] {
         assert!(last.contains(cell), "{cell} missing in {last}");
     }
 
@@ -618,12 +638,29 @@ fn runs_lists_the_history_newest_first_and_show_prints_the_end_of_run_summary() 
         "{summary}"
     );
     assert!(summary.contains("added      hello.txt"), "{summary}");
-    assert!(stderr(&succeeded).ends_with(&summary), "{}\n---\n{summary}", stderr(&succeeded));
+    assert!(
+        stderr(&succeeded).ends_with(&summary),
+        "{}\n---\n{summary}",
+        stderr(&succeeded)
+    );
     let show = home.agentgate(&["show", ids[0]]);
-    assert!(stderr(&timed_out).ends_with(&stdout(&show)), "{}", stdout(&show));
+    assert!(
+        stderr(&timed_out).ends_with(&stdout(&show)),
+        "{}",
+        stdout(&show)
+    );
     let json = home.agentgate(&["show", "--json", ids[1]]);
     let shown: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
-    assert_eq!(shown, serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(std::path::Path::new(runs[1]["folder"].as_str().unwrap()).join("result.json")).unwrap()).unwrap());
+    assert_eq!(
+        shown,
+        serde_json::from_str::<serde_json::Value>(
+            &std::fs::read_to_string(
+                std::path::Path::new(runs[1]["folder"].as_str().unwrap()).join("result.json")
+            )
+            .unwrap()
+        )
+        .unwrap()
+    );
 
     for (wanted, why) in [("ffffffff", "no run"), ("", "no run")] {
         let output = home.agentgate(&["show", wanted]);
@@ -639,15 +676,27 @@ fn runs_tells_a_running_run_an_orphaned_one_and_a_crashed_one() {
     let mut child = home.spawn_run(&task_spec(
         "hist-crash",
         "wait",
-        &local_subprocess(workspace.path(), false, "5m", &shell_agent("touch started\nsleep 300.707")),
+        &local_subprocess(
+            workspace.path(),
+            false,
+            "5m",
+            &shell_agent("touch started\nsleep 300.707"),
+        ),
     ));
-    let status = || history(&home, &[]).first().map(|r| r["status"].as_str().unwrap().to_string());
+    let status = || {
+        history(&home, &[])
+            .first()
+            .map(|r| r["status"].as_str().unwrap().to_string())
+    };
     assert!(
         eventually(120, || workspace.path().join("started").exists()),
         "the agent never started"
     );
     assert_eq!(status().as_deref(), Some("running"));
-    let id = history(&home, &[])[0]["runId"].as_str().unwrap().to_string();
+    let id = history(&home, &[])[0]["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let show = stdout(&home.agentgate(&["show", &id]));
     assert!(show.contains("has no result yet: it is running"), "{show}");
 
@@ -661,7 +710,10 @@ fn runs_tells_a_running_run_an_orphaned_one_and_a_crashed_one() {
     assert_eq!(runs[0]["name"], "hist-crash");
     assert_eq!(runs[0]["provider"], "subprocess");
     assert_eq!(runs[0]["driver"], "command");
-    assert!(runs[0]["filesChanged"].is_null(), "a crashed run compared nothing");
+    assert!(
+        runs[0]["filesChanged"].is_null(),
+        "a crashed run compared nothing"
+    );
     assert!(
         eventually(10, || processes_with_arg("300.707").is_empty()),
         "gc left the agent running"
@@ -768,7 +820,9 @@ fn report_shows_the_run_in_a_browser_and_runs_none_of_the_agents_markup() {
             {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": false,
              "content": "</details></pre><img id=\"injected-output\" src=x onerror=\"document.title='pwned'\">\n<!-- an open comment"}]},
             "session_id": "s-history"}),
-        claude_result("<iframe id=\"injected-summary\" src=\"https://example.invalid/\"></iframe>Done."),
+        claude_result(
+            "<iframe id=\"injected-summary\" src=\"https://example.invalid/\"></iframe>Done.",
+        ),
     ];
     // The agent writes a file named with HTML holding a script, prints a raw line with
     // a script and the API key, and keeps a core busy so the chart has something.
@@ -781,7 +835,11 @@ fn report_shows_the_run_in_a_browser_and_runs_none_of_the_agents_markup() {
     let name = "report-markup";
     let output = run_with_api_key(
         &home,
-        &task_spec(name, "<script>alert('prompt')</script>", &claude_execution(workspace.path())),
+        &task_spec(
+            name,
+            "<script>alert('prompt')</script>",
+            &claude_execution(workspace.path()),
+        ),
     );
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(workspace.path().join(file_name).is_file(), "the agent ran");
@@ -796,7 +854,10 @@ fn report_shows_the_run_in_a_browser_and_runs_none_of_the_agents_markup() {
     let again = home.agentgate(&["report", &run_id, "-o", elsewhere.to_str().unwrap()]);
     assert!(again.status.success(), "{}", stderr(&again));
     assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), page);
-    assert_eq!(stdout(&home.agentgate(&["report", &run_id, "-o", "-"])), page);
+    assert_eq!(
+        stdout(&home.agentgate(&["report", &run_id, "-o", "-"])),
+        page
+    );
 
     // Masked as everywhere, and the page itself has no script and loads nothing.
     assert!(!page.contains(HISTORY_API_KEY) && !page.contains("history-key"));
@@ -819,7 +880,10 @@ fn report_shows_the_run_in_a_browser_and_runs_none_of_the_agents_markup() {
     assert_eq!(title, "agentgate run report-markup: succeeded");
     for tag in start_tags(&dom) {
         let lower = tag.to_ascii_lowercase();
-        assert!(!lower.contains("injected"), "agent markup became an element: {tag}");
+        assert!(
+            !lower.contains("injected"),
+            "agent markup became an element: {tag}"
+        );
         for element in ["<script", "<img", "<iframe", "<b "] {
             assert!(!lower.starts_with(element), "{tag}");
         }
@@ -843,11 +907,16 @@ fn report_shows_the_run_in_a_browser_and_runs_none_of_the_agents_markup() {
     }
     // The story in order: the message, then the tool call with its result folded in.
     let message = dom.find("Working on").unwrap();
-    let tool = dom.find("<span class=\"head\">Bash</span>").expect("the tool call");
+    let tool = dom
+        .find("<span class=\"head\">Bash</span>")
+        .expect("the tool call");
     let result = dom.find("injected-output").unwrap();
     assert!(message < tool && tool < result);
     for phase in ["plugins", "workspace", "sandbox", "agent", "cleanup"] {
-        assert!(dom.contains(&format!("<th>{phase}</th>")), "{phase} not on the timeline");
+        assert!(
+            dom.contains(&format!("<th>{phase}</th>")),
+            "{phase} not on the timeline"
+        );
     }
     // Resource samples, one a second while the sandbox lived, drawn as charts.
     let samples = home

@@ -103,13 +103,7 @@ pub fn find(home: &Path, wanted: &str) -> Result<RecordedRun, HistoryError> {
         home: home.to_path_buf(),
         wanted: wanted.to_string(),
     };
-    let ids = match run_ids(home) {
-        Ok(ids) => ids,
-        Err(HistoryError::Home { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Err(not_found())
-        }
-        Err(e) => return Err(e),
-    };
+    let ids = run_ids(home)?;
     let mut matching: Vec<String> = match ids.iter().find(|id| *id == wanted) {
         Some(exact) => vec![exact.clone()],
         None if wanted.is_empty() => Vec::new(),
@@ -133,14 +127,13 @@ pub fn find(home: &Path, wanted: &str) -> Result<RecordedRun, HistoryError> {
     }
 }
 
-/// The names of the run folders, newest first. A home with no runs yet has none.
+/// The names of the run folders, newest first. A home with no runs yet (or no home
+/// yet) has none.
 fn run_ids(home: &Path) -> Result<Vec<String>, HistoryError> {
     let runs = home.join("runs");
     let entries = match std::fs::read_dir(&runs) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && home.is_dir() => {
-            return Ok(Vec::new())
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => {
             return Err(HistoryError::Home {
                 home: home.to_path_buf(),

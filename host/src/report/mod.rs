@@ -690,7 +690,7 @@ mod tests {
         assert!(page.contains(&format!("<style>{STYLE}</style>")));
         assert!(!page.contains("<script"), "{page}");
         assert!(
-            page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            page.contains("&#60;script&#62;alert(1)&#60;/script&#62;"),
             "{page}"
         );
     }
