@@ -268,6 +268,10 @@ impl Page {
         };
         let taskspec = run
             .taskspec()
+            .map(|mut spec| {
+                drop_unset(&mut spec);
+                spec
+            })
             .and_then(|spec| serde_yaml::to_string(&spec).ok())
             .map(|yaml| shown(&yaml));
 
@@ -299,6 +303,26 @@ impl Page {
             result_json,
             taskspec,
         }
+    }
+}
+
+/// Removes the fields a TaskSpec left unset (null, `{}`, `[]`), so the page shows
+/// what the run was asked to do rather than every field there is.
+fn drop_unset(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    let unset = |v: &Value| match v {
+        Value::Null => true,
+        Value::Object(fields) => fields.is_empty(),
+        Value::Array(items) => items.is_empty(),
+        _ => false,
+    };
+    match value {
+        Value::Object(fields) => {
+            fields.values_mut().for_each(drop_unset);
+            fields.retain(|_, v| !unset(v));
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_unset),
+        _ => {}
     }
 }
 
