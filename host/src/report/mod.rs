@@ -570,24 +570,30 @@ fn charts(
     events: &[serde_json::Value],
     since: &dyn Fn(&serde_json::Value) -> Option<f64>,
 ) -> (Vec<Chart>, Vec<[String; 4]>) {
-    let samples: Vec<(f64, f64, f64, u64)> = events
+    /// One `resources` event, at milliseconds since the run began.
+    struct Sample {
+        at: f64,
+        cpu: f64,
+        memory: f64,
+        pids: u64,
+    }
+    let samples: Vec<Sample> = events
         .iter()
         .filter(|e| e["type"] == "resources")
         .filter_map(|e| {
-            Some((
-                since(e)?,
-                e["cpuPercent"].as_f64()?,
-                e["memoryMB"].as_f64()?,
-                e["pids"].as_u64().unwrap_or(0),
-            ))
+            Some(Sample {
+                at: since(e)?,
+                cpu: e["cpuPercent"].as_f64()?,
+                memory: e["memoryMB"].as_f64()?,
+                pids: e["pids"].as_u64().unwrap_or(0),
+            })
         })
         .collect();
-    if samples.is_empty() {
+    let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
         return (Vec::new(), Vec::new());
-    }
-    let first = samples[0].0;
-    let span = (samples[samples.len() - 1].0 - first).max(1.0);
-    let chart = |title, unit, value: &dyn Fn(&(f64, f64, f64, u64)) -> f64, floor: f64| {
+    };
+    let span = (last.at - first.at).max(1.0);
+    let chart = |title, unit, value: fn(&Sample) -> f64, floor: f64| {
         let top = samples.iter().map(value).fold(floor, f64::max) * 1.1;
         // The plot is 1000 × 200; SVG's y grows downwards.
         let points = samples
@@ -595,7 +601,7 @@ fn charts(
             .map(|s| {
                 format!(
                     "{:.1},{:.1}",
-                    (s.0 - first) / span * 1000.0,
+                    (s.at - first.at) / span * 1000.0,
                     200.0 - value(s) / top * 200.0
                 )
             })
@@ -607,21 +613,21 @@ fn charts(
             top: format!("{top:.0}"),
             end: seconds(span),
             points,
-            last: format!("{:.1}", value(&samples[samples.len() - 1])),
+            last: format!("{:.1}", value(last)),
         }
     };
     let charts = vec![
-        chart("CPU", "%", &|s| s.1, 100.0),
-        chart("Memory", "MiB", &|s| s.2, 1.0),
+        chart("CPU", "%", |s| s.cpu, 100.0),
+        chart("Memory", "MiB", |s| s.memory, 1.0),
     ];
     let rows = samples
         .iter()
         .map(|s| {
             [
-                format!("+{}", seconds(s.0)),
-                format!("{:.1}", s.1),
-                format!("{:.1}", s.2),
-                s.3.to_string(),
+                format!("+{}", seconds(s.at)),
+                format!("{:.1}", s.cpu),
+                format!("{:.1}", s.memory),
+                s.pids.to_string(),
             ]
         })
         .collect();
