@@ -929,3 +929,38 @@ fn report_shows_the_run_in_a_browser_and_runs_none_of_the_agents_markup() {
     assert_eq!(dom.matches("<polyline points=").count(), 2);
     assert!(!dom.contains(HISTORY_API_KEY));
 }
+
+#[test]
+fn the_recorded_taskspec_is_masked_and_has_the_prompt_the_run_was_given() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let token = "ghp_recorded-taskspec-token-0123456789";
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: none\n  environment:\n    DEPLOY_TOKEN: ${{REPORT_DEPLOY_TOKEN}}\n{}",
+        workspace.path().display(),
+        shell_agent("echo ok")
+    );
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(&path, task_spec("recorded", "from the file", &execution)).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_agentgate"))
+        .args(["run", path.to_str().unwrap(), "--prompt", "from the flag"])
+        .env("AGENTGATE_HOME", home.dir.path())
+        .env("REPORT_DEPLOY_TOKEN", token)
+        .env_remove("AGENTGATE_PLUGIN_PATH")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let recorded = home.log("taskspec.json");
+    let spec: serde_json::Value = serde_json::from_str(&recorded).unwrap();
+    assert_eq!(spec["spec"]["goal"]["prompt"], "from the flag");
+    assert_eq!(
+        spec["spec"]["execution"]["sandbox"]["environment"]["DEPLOY_TOKEN"],
+        "***"
+    );
+    assert!(!recorded.contains(token));
+    let run_id = home.result()["runId"].as_str().unwrap().to_string();
+    let page = stdout(&home.agentgate(&["report", &run_id, "-o", "-"]));
+    // The page shows the TaskSpec as YAML, where `***` is quoted.
+    assert!(page.contains("DEPLOY_TOKEN: &#39;***&#39;"), "{page}");
+    assert!(page.contains("from the flag") && !page.contains(token));
+}
