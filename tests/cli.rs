@@ -758,7 +758,6 @@ fn dom_in_chromium(browser: &std::path::Path, page: &std::path::Path) -> String 
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("starting chromium");
-    let mut dom = String::new();
     let reader = {
         let mut out = child.stdout.take().unwrap();
         std::thread::spawn(move || {
@@ -771,8 +770,7 @@ fn dom_in_chromium(browser: &std::path::Path, page: &std::path::Path) -> String 
         let _ = child.kill();
         panic!("chromium did not finish loading the report in 120 s");
     }
-    dom.push_str(&reader.join().unwrap().unwrap());
-    dom
+    reader.join().unwrap().expect("reading chromium's output")
 }
 
 /// The start tags of a serialized DOM, `<name attr="…">`. Serialization escapes `<`
