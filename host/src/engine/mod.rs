@@ -20,6 +20,5 @@ pub use crashed::{write_crashed_result, CrashedRun};
 pub use folder::RunFolder;
 pub use git_changes::{GitBaseline, GitChanges};
 pub use plugins::{resolve as resolve_plugins, PluginProblem, Plugins};
-pub use result::{result_schema, AgentRecord, RunResult, RunStatus, RESULT_VERSION};
+pub use result::{result_schema, RunResult, RunStatus, RESULT_VERSION};
 pub use run::{run, RunError, RunReport, RunRequest};
-pub use sampler::SAMPLE_INTERVAL;
