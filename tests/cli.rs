@@ -592,3 +592,553 @@ fn a_taskspec_path_that_is_not_a_regular_file_is_refused_at_once() {
     }
     assert!(!home.dir.path().join("runs").exists());
 }
+
+// ---- The run history: `runs`, `show`, `report` ----
+
+/// The API key the Claude Code stand-ins are given; it must never show.
+const HISTORY_API_KEY: &str = "sk-ant-api03-history-key-must-not-leak-42";
+
+/// A git repository holding `fake-claude`, a stand-in for the Claude Code CLI that
+/// prints `stream` (its stream-json, as the real CLI documents it) after running `work`.
+fn claude_workspace(work: &str, stream: &[serde_json::Value]) -> tempfile::TempDir {
+    let workspace = tempfile::tempdir().unwrap();
+    let mut script = format!("#!/bin/sh\ncat >/dev/null\n{work}\n");
+    for message in stream {
+        let line = message.to_string().replace('\'', "'\\''");
+        script.push_str(&format!("printf '%s\\n' '{line}'\n"));
+    }
+    let path = workspace.path().join("fake-claude");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(workspace.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@e",
+        "commit",
+        "-qm",
+        "start",
+    ]);
+    workspace
+}
+
+/// The `execution` section running `fake-claude` as the `claude-code-api` driver in a
+/// subprocess sandbox.
+fn claude_execution(workspace: &std::path::Path) -> String {
+    format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: subprocess\n  resources:\n    timeout: 1m\nagent:\n  driver: claude-code-api\n  model: claude-sonnet-4-5\n  options:\n    command: [/workspace/fake-claude]\n",
+        workspace.display()
+    )
+}
+
+/// Runs a TaskSpec with the API key passed as a secret.
+fn run_with_api_key(home: &Home, yaml: &str) -> std::process::Output {
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_agentgate"))
+        .args(["run", path.to_str().unwrap()])
+        .args(["--secret-env", "ANTHROPIC_API_KEY"])
+        .env("AGENTGATE_HOME", home.dir.path())
+        .env("ANTHROPIC_API_KEY", HISTORY_API_KEY)
+        .env_remove("AGENTGATE_PLUGIN_PATH")
+        .output()
+        .expect("running agentgate")
+}
+
+fn claude_init() -> serde_json::Value {
+    serde_json::json!({"type": "system", "subtype": "init", "session_id": "s-history",
+        "model": "claude-sonnet-4-5", "claude_code_version": "2.1.197", "permissionMode": "default"})
+}
+
+fn claude_result(summary: &str) -> serde_json::Value {
+    serde_json::json!({"type": "result", "subtype": "success", "is_error": false,
+        "num_turns": 2, "result": summary, "session_id": "s-history", "total_cost_usd": 0.0123,
+        "usage": {"input_tokens": 12, "output_tokens": 34}})
+}
+
+fn stdout(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The run ids of `home`, newest first, as `runs --json` lists them.
+fn history(home: &Home, args: &[&str]) -> Vec<serde_json::Value> {
+    let mut all = vec!["runs", "--json"];
+    all.extend(args);
+    let output = home.agentgate(&all);
+    assert!(output.status.success(), "{}", stderr(&output));
+    serde_json::from_str::<serde_json::Value>(&stdout(&output))
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn runs_lists_the_history_newest_first_and_show_prints_the_end_of_run_summary() {
+    let home = Home::new();
+    assert_eq!(
+        stdout(&home.agentgate(&["runs"])).lines().count(),
+        1,
+        "a new home has no runs"
+    );
+
+    let workspace = claude_workspace(
+        "echo hello > hello.txt",
+        &[claude_init(), claude_result("Added hello.txt.")],
+    );
+    let succeeded = run_with_api_key(
+        &home,
+        &task_spec("hist-ok", "say hello", &claude_execution(workspace.path())),
+    );
+    assert!(succeeded.status.success(), "{}", stderr(&succeeded));
+    let scratch = tempfile::tempdir().unwrap();
+    let failed = home.run_spec(&task_spec(
+        "hist-fail",
+        "fail",
+        &local_subprocess(scratch.path(), false, "1m", &shell_agent("exit 3")),
+    ));
+    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
+    let timed_out = home.run_spec(&task_spec(
+        "hist-timeout",
+        "wait",
+        &local_subprocess(scratch.path(), false, "2s", &shell_agent("sleep 30")),
+    ));
+    assert_eq!(timed_out.status.code(), Some(4), "{}", stderr(&timed_out));
+
+    // --json: newest first, every field.
+    let runs = history(&home, &[]);
+    let names: Vec<&str> = runs.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["hist-timeout", "hist-fail", "hist-ok"]);
+    let statuses: Vec<&str> = runs.iter().map(|r| r["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["timedOut", "failed", "succeeded"]);
+    let mut keys: Vec<&str> = runs[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "costUsd",
+            "driver",
+            "durationMs",
+            "filesChanged",
+            "folder",
+            "inputTokens",
+            "name",
+            "outputTokens",
+            "provider",
+            "runId",
+            "startedAt",
+            "status"
+        ]
+    );
+    let ok = &runs[2];
+    assert_eq!(ok["provider"], "subprocess");
+    assert_eq!(ok["driver"], "claude-code-api");
+    assert_eq!(ok["filesChanged"], 1);
+    assert_eq!(
+        (ok["inputTokens"].as_u64(), ok["outputTokens"].as_u64()),
+        (Some(12), Some(34))
+    );
+    assert_eq!(ok["costUsd"], 0.0123);
+    // The command driver reports no usage; a run that timed out has no agent result.
+    assert!(runs[1]["inputTokens"].is_null() && runs[1]["costUsd"].is_null());
+    assert_eq!(runs[1]["driver"], "command");
+    assert_eq!(runs[0]["driver"], "command");
+    assert_eq!(runs[0]["filesChanged"], 0);
+    for run in &runs {
+        let folder = std::path::Path::new(run["folder"].as_str().unwrap());
+        let result: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(folder.join("result.json")).unwrap())
+                .unwrap();
+        assert_eq!(run["runId"], result["runId"]);
+        assert_eq!(run["startedAt"], result["startedAt"]);
+        assert_eq!(run["durationMs"], result["durationMs"]);
+    }
+    let ids: Vec<&str> = runs.iter().map(|r| r["runId"].as_str().unwrap()).collect();
+    assert_eq!(
+        history(&home, &["--limit", "2"])
+            .iter()
+            .map(|r| r["runId"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>(),
+        ids[..2]
+    );
+
+    // The table: a header and one row per run, in the same order.
+    let table = stdout(&home.agentgate(&["runs", "--limit", "2"]));
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    for column in [
+        "RUN ID", "NAME", "STATUS", "STARTED", "DURATION", "PROVIDER", "DRIVER", "FILES", "TOKENS",
+        "COST",
+    ] {
+        assert!(lines[0].contains(column), "{table}");
+    }
+    assert!(
+        lines[1].starts_with(ids[0]) && lines[1].contains("timedOut"),
+        "{table}"
+    );
+    assert!(
+        lines[2].starts_with(ids[1]) && lines[2].contains("failed"),
+        "{table}"
+    );
+    let table = stdout(&home.agentgate(&["runs"]));
+    let last = table.lines().nth(3).unwrap();
+    for cell in [
+        ids[2],
+        "hist-ok",
+        "succeeded",
+        "subprocess",
+        "claude-code-api",
+        "12 in / 34 out",
+        "$0.0123",
+    ] {
+        assert!(last.contains(cell), "{cell} missing in {last}");
+    }
+
+    // `show` (by a prefix of the id) prints what `run` printed at its end.
+    let show = home.agentgate(&["show", &ids[2][..20]]);
+    assert!(show.status.success(), "{}", stderr(&show));
+    let summary = stdout(&show);
+    assert!(
+        summary.starts_with(&format!("run {} succeeded in ", ids[2])),
+        "{summary}"
+    );
+    assert!(summary.contains("added      hello.txt"), "{summary}");
+    assert!(
+        stderr(&succeeded).ends_with(&summary),
+        "{}\n---\n{summary}",
+        stderr(&succeeded)
+    );
+    let show = home.agentgate(&["show", ids[0]]);
+    assert!(
+        stderr(&timed_out).ends_with(&stdout(&show)),
+        "{}",
+        stdout(&show)
+    );
+    let json = home.agentgate(&["show", "--json", ids[1]]);
+    let shown: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(
+        shown,
+        serde_json::from_str::<serde_json::Value>(
+            &std::fs::read_to_string(
+                std::path::Path::new(runs[1]["folder"].as_str().unwrap()).join("result.json")
+            )
+            .unwrap()
+        )
+        .unwrap()
+    );
+
+    for (wanted, why) in [("ffffffff", "no run"), ("", "no run")] {
+        let output = home.agentgate(&["show", wanted]);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        assert!(stderr(&output).contains(why), "{}", stderr(&output));
+    }
+}
+
+#[test]
+fn runs_tells_a_running_run_an_orphaned_one_and_a_crashed_one() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let mut child = home.spawn_run(&task_spec(
+        "hist-crash",
+        "wait",
+        &local_subprocess(
+            workspace.path(),
+            false,
+            "5m",
+            &shell_agent("touch started\nsleep 300.707"),
+        ),
+    ));
+    let status = || {
+        history(&home, &[])
+            .first()
+            .map(|r| r["status"].as_str().unwrap().to_string())
+    };
+    assert!(
+        eventually(120, || workspace.path().join("started").exists()),
+        "the agent never started"
+    );
+    assert_eq!(status().as_deref(), Some("running"));
+    let id = history(&home, &[])[0]["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let show = stdout(&home.agentgate(&["show", &id]));
+    assert!(show.contains("has no result yet: it is running"), "{show}");
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(status().as_deref(), Some("orphaned"));
+    let gc = home.agentgate(&["gc"]);
+    assert!(gc.status.success(), "{}", stderr(&gc));
+    assert_eq!(status().as_deref(), Some("crashed"));
+    let runs = history(&home, &[]);
+    assert_eq!(runs[0]["name"], "hist-crash");
+    assert_eq!(runs[0]["provider"], "subprocess");
+    assert_eq!(runs[0]["driver"], "command");
+    assert!(
+        runs[0]["filesChanged"].is_null(),
+        "a crashed run compared nothing"
+    );
+    assert!(
+        eventually(10, || processes_with_arg("300.707").is_empty()),
+        "gc left the agent running"
+    );
+}
+
+/// Debian's Chromium, or `None` (after a loud message) outside CI when it is missing.
+fn chromium() -> Option<PathBuf> {
+    let found = ["chromium", "chromium-browser"].iter().find_map(|name| {
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|dir| dir.join(name))
+            .find(|path| path.is_file())
+    });
+    if found.is_none() {
+        let why = "chromium is not installed (apt-get install chromium)";
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true and the report cannot be checked in a browser: {why}");
+        }
+        eprintln!("\n!!! SKIPPING the browser check of agentgate report: {why}\n");
+    }
+    found
+}
+
+/// The DOM of `page` after Chromium loaded it (and ran whatever script it would run).
+fn dom_in_chromium(browser: &std::path::Path, page: &std::path::Path) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let mut child = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting chromium");
+    let reader = {
+        let mut out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut out, &mut text).map(|_| text)
+        })
+    };
+    // A browser that hangs must not hang the suite.
+    if !eventually(120, || child.try_wait().unwrap().is_some()) {
+        let _ = child.kill();
+        panic!("chromium did not finish loading the report in 120 s");
+    }
+    reader.join().unwrap().expect("reading chromium's output")
+}
+
+/// The start tags of a serialized DOM, `<name attr="…">`. Serialization escapes `<`
+/// in text as `&lt;`, so every raw `<` outside an attribute value opens a tag.
+fn start_tags(dom: &str) -> Vec<String> {
+    let mut tags = Vec::new();
+    let mut rest = dom;
+    while let Some(at) = rest.find('<') {
+        let tag = &rest[at..];
+        let mut quote = None;
+        let mut end = tag.len();
+        for (i, c) in tag.char_indices().skip(1) {
+            match (quote, c) {
+                (None, '"' | '\'') => quote = Some(c),
+                (Some(q), c) if c == q => quote = None,
+                (None, '>') => {
+                    end = i + 1;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        if tag[1..].starts_with(|c: char| c.is_ascii_alphabetic()) {
+            tags.push(tag[..end].to_string());
+        }
+        rest = &tag[end..];
+    }
+    tags
+}
+
+#[test]
+fn report_shows_the_run_in_a_browser_and_runs_none_of_the_agents_markup() {
+    let Some(browser) = chromium() else {
+        return;
+    };
+    let home = Home::new();
+    let file_name = "<img id=injected-file src=x onerror=document.title=66>.txt";
+    let tool_input = serde_json::json!({"command": "cat '</pre><script id=\"injected-input\">document.title=\"pwned\"</script>'"});
+    let stream = [
+        claude_init(),
+        serde_json::json!({"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "text", "text": "<script>document.title='pwned'</script>Working on <b id=\"injected-message\">it</b>"},
+            {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": tool_input}]}, "session_id": "s-history"}),
+        serde_json::json!({"type": "user", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": false,
+             "content": "</details></pre><img id=\"injected-output\" src=x onerror=\"document.title='pwned'\">\n<!-- an open comment"}]},
+            "session_id": "s-history"}),
+        claude_result(
+            "<iframe id=\"injected-summary\" src=\"https://example.invalid/\"></iframe>Done.",
+        ),
+    ];
+    // The agent writes a file named with HTML holding a script, prints a raw line with
+    // a script and the API key, and keeps a core busy so the chart has something.
+    let work = format!(
+        "printf '%s\\n' \"<script>document.title='pwned-diff'</script>\" > '{file_name}'\n\
+         echo \"<script id=injected-raw>document.title='pwned'</script> key=$ANTHROPIC_API_KEY\"\n\
+         i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done\nsleep 2"
+    );
+    let workspace = claude_workspace(&work, &stream);
+    let name = "report-markup";
+    let output = run_with_api_key(
+        &home,
+        &task_spec(
+            name,
+            "<script>alert('prompt')</script>",
+            &claude_execution(workspace.path()),
+        ),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(workspace.path().join(file_name).is_file(), "the agent ran");
+    let run_id = home.result()["runId"].as_str().unwrap().to_string();
+
+    let report = home.agentgate(&["report", &run_id[..16]]);
+    assert!(report.status.success(), "{}", stderr(&report));
+    let page_path = PathBuf::from(stdout(&report).trim());
+    assert_eq!(page_path, home.run_folder().join("report.html"));
+    let page = std::fs::read_to_string(&page_path).unwrap();
+    let elsewhere = home.dir.path().join("elsewhere.html");
+    let again = home.agentgate(&["report", &run_id, "-o", elsewhere.to_str().unwrap()]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), page);
+    assert_eq!(
+        stdout(&home.agentgate(&["report", &run_id, "-o", "-"])),
+        page
+    );
+
+    // Masked as everywhere, and the page itself has no script and loads nothing.
+    assert!(!page.contains(HISTORY_API_KEY) && !page.contains("history-key"));
+    assert!(page.contains("key=***"), "the masked line is missing");
+    let page_tags = start_tags(&page);
+    for tag in &page_tags {
+        assert!(
+            !tag.starts_with("<script") && !tag.contains(" src=") && !tag.starts_with("<link"),
+            "{tag}"
+        );
+    }
+
+    let dom = dom_in_chromium(&browser, &page_path);
+    assert!(dom.contains("</html>"), "chromium returned no page: {dom}");
+    let title = dom
+        .split_once("<title>")
+        .and_then(|(_, rest)| rest.split_once("</title>"))
+        .map(|(title, _)| title)
+        .unwrap();
+    assert_eq!(title, "agentgate run report-markup: succeeded");
+    for tag in start_tags(&dom) {
+        let lower = tag.to_ascii_lowercase();
+        assert!(
+            !lower.contains("injected"),
+            "agent markup became an element: {tag}"
+        );
+        for element in ["<script", "<img", "<iframe", "<b "] {
+            assert!(!lower.starts_with(element), "{tag}");
+        }
+    }
+    // Everything the agent wrote is there, as text.
+    for text in [
+        "&lt;script&gt;document.title='pwned'&lt;/script&gt;Working on &lt;b id=\"injected-message\"&gt;it&lt;/b&gt;",
+        "&lt;/details&gt;&lt;/pre&gt;&lt;img id=\"injected-output\"",
+        "&lt;!-- an open comment",
+        "\"command\": \"cat '&lt;/pre&gt;&lt;script id=\\\"injected-input\\\"",
+        "&lt;script id=injected-raw&gt;document.title='pwned'&lt;/script&gt; key=***",
+        "&lt;iframe id=\"injected-summary\"",
+        "&lt;img id=injected-file src=x onerror=document.title=66&gt;.txt",
+        "+&lt;script&gt;document.title='pwned-diff'&lt;/script&gt;",
+        "&lt;script&gt;alert(",
+        "12 in / 34 out",
+        "$0.0123",
+        &run_id,
+    ] {
+        assert!(dom.contains(text), "{text} missing from the page:\n{dom}");
+    }
+    // The story in order: the message, then the tool call with its result folded in.
+    let message = dom.find("Working on").unwrap();
+    let tool = dom
+        .find("<span class=\"head\">Bash</span>")
+        .expect("the tool call");
+    let result = dom.find("injected-output").unwrap();
+    assert!(message < tool && tool < result);
+    for phase in ["plugins", "workspace", "sandbox", "agent", "cleanup"] {
+        assert!(
+            dom.contains(&format!("<th>{phase}</th>")),
+            "{phase} not on the timeline"
+        );
+    }
+    // Resource samples, one a second while the sandbox lived, drawn as charts.
+    let samples = home
+        .log("events.ndjson")
+        .lines()
+        .filter(|l| l.contains("\"type\":\"resources\""))
+        .count();
+    assert!(samples >= 2, "{samples} resource samples");
+    assert!(dom.contains(&format!("{samples} samples")), "{dom}");
+    assert_eq!(dom.matches("<polyline points=").count(), 2);
+    assert!(!dom.contains(HISTORY_API_KEY));
+}
+
+#[test]
+fn the_recorded_taskspec_is_masked_and_has_the_prompt_the_run_was_given() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let token = "ghp_recorded-taskspec-token-0123456789";
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: none\n  environment:\n    DEPLOY_TOKEN: ${{REPORT_DEPLOY_TOKEN}}\n{}",
+        workspace.path().display(),
+        shell_agent("echo ok")
+    );
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(&path, task_spec("recorded", "from the file", &execution)).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_agentgate"))
+        .args(["run", path.to_str().unwrap(), "--prompt", "from the flag"])
+        .env("AGENTGATE_HOME", home.dir.path())
+        .env("REPORT_DEPLOY_TOKEN", token)
+        .env_remove("AGENTGATE_PLUGIN_PATH")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let recorded = home.log("taskspec.json");
+    let spec: serde_json::Value = serde_json::from_str(&recorded).unwrap();
+    assert_eq!(spec["spec"]["goal"]["prompt"], "from the flag");
+    assert_eq!(
+        spec["spec"]["execution"]["sandbox"]["environment"]["DEPLOY_TOKEN"],
+        "***"
+    );
+    assert!(!recorded.contains(token));
+    let run_id = home.result()["runId"].as_str().unwrap().to_string();
+    let page = stdout(&home.agentgate(&["report", &run_id, "-o", "-"]));
+    // The page shows the TaskSpec as YAML, where `***` is quoted.
+    assert!(page.contains("DEPLOY_TOKEN: &#39;***&#39;"), "{page}");
+    assert!(page.contains("from the flag") && !page.contains(token));
+}

@@ -168,6 +168,20 @@ fn limits_environment_workdir_and_ownership_are_as_specified() {
     assert_eq!(std::fs::metadata(&made).unwrap().uid(), uid);
     let usage = &result["sandbox"]["resourceUsage"];
     assert!(usage["memoryMB"].is_number(), "{result:#}");
+    // Also sampled through the run, for the chart of `agentgate report`.
+    let samples: Vec<serde_json::Value> = home
+        .log("events.ndjson")
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["type"] == "resources")
+        .collect();
+    assert!(
+        !samples.is_empty()
+            && samples
+                .iter()
+                .all(|s| s["cpuPercent"].is_number() && s["memoryMB"].as_f64() > Some(0.0)),
+        "{samples:?}"
+    );
     assert_eq!(result["sandbox"]["provider"], "docker");
     assert_eq!(
         result["sandbox"]["containerId"], result["sandbox"]["id"],

@@ -50,6 +50,24 @@ pub fn text(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Text of many lines, for a page (`agentgate report`): like [`text`], but newlines
+/// and tabs are kept as they are.
+pub fn lines(text: &str) -> Cow<'_, str> {
+    let unsafe_here = |c: char| is_unsafe(c) && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_here) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_here(c) {
+            push_char(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// One line of JSON that is also safe on a terminal: besides what JSON escapes
 /// (C0 controls), DEL, C1 controls and bidirectional formatting are written `\uXXXX`.
 pub fn json_line<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
@@ -196,6 +214,15 @@ mod tests {
         assert_eq!(
             text("\x1b[2Jcleared\rover\x07\n\u{9b}"),
             "\\e[2Jcleared\\rover\\a\\n\\xc2\\x9b"
+        );
+    }
+
+    #[test]
+    fn lines_keep_newlines_and_tabs_and_escape_the_rest() {
+        assert!(matches!(lines("a\tb\nc"), Cow::Borrowed(_)));
+        assert_eq!(
+            lines("a\r\n\x1b[1mb\u{202e}"),
+            "a\\r\n\\e[1mb\\xe2\\x80\\xae"
         );
     }
 

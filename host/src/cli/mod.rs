@@ -12,9 +12,12 @@ mod gc;
 mod interrupt;
 mod plugins;
 mod progress;
+mod report;
 mod run;
+mod runs;
 mod sandboxes;
 mod schema;
+mod table;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -87,6 +90,12 @@ enum Command {
     Completions(completions::CompletionsArgs),
     /// Check everything a run needs on this machine, each with what was found and the fix.
     Doctor(doctor::DoctorArgs),
+    /// The run history of this home, newest first.
+    Runs(runs::RunsArgs),
+    /// One run's summary, as `run` prints it at the end.
+    Show(runs::ShowArgs),
+    /// Write one run as a self-contained HTML page for review.
+    Report(report::ReportArgs),
 }
 
 /// Exit code for invalid input.
@@ -153,6 +162,9 @@ impl Cli {
             Command::Gc(args) => gc::run(self, args).await,
             Command::Completions(args) => completions::print(args),
             Command::Doctor(args) => doctor::run(self, args).await,
+            Command::Runs(args) => runs::list(self, args),
+            Command::Show(args) => runs::show(self, args),
+            Command::Report(args) => report::run(self, args),
         }
     }
 

@@ -12,13 +12,14 @@
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
+use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use super::console::{console, write_stderr, write_stdout};
-use crate::engine::{RunReport, RunStatus};
+use crate::engine::{RunReport, RunResult, RunStatus};
 use crate::escape;
 use crate::record::{EventBody, RunEvent};
 
@@ -163,46 +164,54 @@ impl Progress {
             }
             return;
         }
-        let verdict = match result.status {
-            RunStatus::Succeeded => "succeeded",
-            RunStatus::Failed => "failed",
-            RunStatus::TimedOut => "timed out",
-            RunStatus::Cancelled => "was cancelled",
-            RunStatus::Invalid => "was rejected",
-            RunStatus::Error => "failed with an error",
-            RunStatus::Crashed => "crashed",
-        };
-        let mut lines = vec![format!(
-            "run {} {verdict} in {:.1}s; {} file(s) changed",
-            result.run_id,
-            result.duration_ms as f64 / 1000.0,
-            result.modified_files.len()
-        )];
-        if let Some(error) = &result.error {
-            lines.push(block("  ", error));
-        }
-        for change in result.modified_files.iter().take(20) {
-            // Paths are escaped in the record already; escaping again is a no-op
-            // that keeps this line safe whatever the record holds.
-            lines.push(format!(
-                "  {:<10} {}",
-                change.change,
-                escape::text(&change.path)
-            ));
-        }
-        if result.modified_files.len() > 20 {
-            lines.push(format!("  … and {} more", result.modified_files.len() - 20));
-        }
-        lines.push(format!(
-            "  results: {}",
-            escape::text(&report.folder.join("result.json").display().to_string())
-        ));
-        console().print(move || {
-            for line in lines {
-                write_stderr(&line);
-            }
-        });
+        let summary = summary(result, &report.folder);
+        console().print(move || write_stderr(summary.trim_end_matches('\n')));
     }
+}
+
+/// What a person reads when a run ends (and `agentgate show` prints for a past run):
+/// the verdict, the error, the changed files and where the result is.
+pub(super) fn summary(result: &RunResult, folder: &Path) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let verdict = match result.status {
+        RunStatus::Succeeded => "succeeded",
+        RunStatus::Failed => "failed",
+        RunStatus::TimedOut => "timed out",
+        RunStatus::Cancelled => "was cancelled",
+        RunStatus::Invalid => "was rejected",
+        RunStatus::Error => "failed with an error",
+        RunStatus::Crashed => "crashed",
+    };
+    let _ = writeln!(
+        out,
+        "run {} {verdict} in {:.1}s; {} file(s) changed",
+        escape::text(&result.run_id),
+        result.duration_ms as f64 / 1000.0,
+        result.modified_files.len()
+    );
+    if let Some(error) = &result.error {
+        let _ = writeln!(out, "{}", block("  ", error));
+    }
+    for change in result.modified_files.iter().take(20) {
+        // Paths are escaped in the record already; escaping again is a no-op
+        // that keeps this line safe whatever the record holds.
+        let _ = writeln!(
+            out,
+            "  {:<10} {}",
+            change.change,
+            escape::text(&change.path)
+        );
+    }
+    if result.modified_files.len() > 20 {
+        let _ = writeln!(out, "  … and {} more", result.modified_files.len() - 20);
+    }
+    let _ = writeln!(
+        out,
+        "  results: {}",
+        escape::text(&folder.join("result.json").display().to_string())
+    );
+    out
 }
 
 /// A line of the live display: above the spinner when there is one.
@@ -315,7 +324,8 @@ fn render(event: &RunEvent) -> Option<String> {
             &format!("✗ {}: ", text(phase)),
             message.as_deref().unwrap_or("failed"),
         )),
-        EventBody::Phase { .. } => None,
+        // Shown by `agentgate report` as a chart, not line by line.
+        EventBody::Phase { .. } | EventBody::Resources { .. } => None,
         EventBody::Progress { message, .. } => Some(block("  ", message)),
         EventBody::Log { level, message } => Some(block(&format!("  [{level}] "), message)),
         EventBody::AgentMessage { text } => Some(block("  agent: ", text)),

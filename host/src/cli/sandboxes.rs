@@ -1,10 +1,10 @@
 //! `agentgate sandboxes`: what the registry tracks, like `docker ps`.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
+use super::table::{self, ago};
 use super::{fail, Cli, EXIT_ERROR};
-use crate::registry::{effective_state, now_ms, Registry, RunRow};
+use crate::registry::{effective_state, Registry, RunRow};
 
 #[derive(Debug, clap::Args)]
 pub struct SandboxesArgs {
@@ -41,73 +41,31 @@ pub fn run(cli: &Cli, args: &SandboxesArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Columns padded to their widest cell, as `docker ps` prints them.
 fn table(rows: &[RunRow]) -> String {
     let header = [
         "RUN ID", "PROVIDER", "SANDBOX", "STATE", "CREATED", "OWNER", "NAME",
     ];
-    let mut lines: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
-    for row in rows {
-        let sandbox = row.sandbox.as_ref();
-        let owner_pid = row
-            .owner
-            .split(',')
-            .find_map(|part| part.strip_prefix("pid="))
-            .unwrap_or("?");
-        lines.push(vec![
-            row.run_id.chars().take(12).collect(),
-            sandbox.map_or("-".into(), |s| s.provider.clone()),
-            sandbox
-                .and_then(|s| s.sandbox_id.as_deref())
-                .map_or("-".into(), |id| id.chars().take(12).collect()),
-            effective_state(row).to_string(),
-            ago(row.started_ms),
-            owner_pid.to_string(),
-            row.name.clone(),
-        ]);
-    }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| {
-            lines
-                .iter()
-                .map(|l| l[c].chars().count())
-                .max()
-                .unwrap_or(0)
+    let rows = rows
+        .iter()
+        .map(|row| {
+            let sandbox = row.sandbox.as_ref();
+            let owner_pid = row
+                .owner
+                .split(',')
+                .find_map(|part| part.strip_prefix("pid="))
+                .unwrap_or("?");
+            vec![
+                row.run_id.chars().take(12).collect(),
+                sandbox.map_or("-".into(), |s| s.provider.clone()),
+                sandbox
+                    .and_then(|s| s.sandbox_id.as_deref())
+                    .map_or("-".into(), |id| id.chars().take(12).collect()),
+                effective_state(row).to_string(),
+                ago(row.started_ms),
+                owner_pid.to_string(),
+                row.name.clone(),
+            ]
         })
         .collect();
-    let mut out = String::new();
-    for line in lines {
-        let cells: Vec<String> = line
-            .iter()
-            .zip(&widths)
-            .map(|(cell, width)| format!("{cell:width$}"))
-            .collect();
-        out.push_str(cells.join("   ").trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-/// "5 minutes ago", as `docker ps` says it.
-fn ago(ms: u64) -> String {
-    let elapsed = Duration::from_millis(now_ms().saturating_sub(ms)).as_secs();
-    let (n, unit) = match elapsed {
-        0 => return "Less than a second ago".into(),
-        s if s < 60 => (s, "second"),
-        s if s < 3600 => (s / 60, "minute"),
-        s if s < 86_400 => (s / 3600, "hour"),
-        s => (s / 86_400, "day"),
-    };
-    format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ages_read_like_docker_ps() {
-        assert_eq!(ago(now_ms() - 90_000), "1 minute ago");
-        assert_eq!(ago(now_ms() - 7_200_000), "2 hours ago");
-    }
+    table::render(&header, rows)
 }

@@ -38,7 +38,9 @@ const MAX_PATH_BYTES: u64 = 256 << 20;
 /// huge sparse file cannot keep the host reading for hours.
 const MAX_CONTENT_BYTES: u64 = 64 << 30;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub enum ChangeKind {
     Added,
@@ -63,7 +65,9 @@ impl std::fmt::Display for ChangeKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub enum EntryKind {
     File,
@@ -76,7 +80,7 @@ pub enum EntryKind {
 }
 
 /// One entry of `modifiedFiles`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct FileChange {
     /// `/`-separated, relative to the workspace root, escaped by
     /// [`crate::escape::name`]: lossless, printable, one line.

@@ -1,9 +1,10 @@
 //! The run's folder under `AGENTGATE_HOME/runs/<run-id>/`.
 //!
 //! `result.json`, `events.ndjson`, `stdout.log` and `stderr.log` (what the agent's
-//! commands printed), `plugins.log` (what plugins printed themselves), plus the
-//! scratch directories the host hands to plugins: [`WORKSPACE_SCRATCH`], kept, and
-//! [`SANDBOX_STATE`], removed with the sandbox. Everything written here is masked
+//! commands printed), `plugins.log` (what plugins printed themselves), `taskspec.json`
+//! (the TaskSpec as the run read it) and `changes.patch`, plus the scratch directories
+//! the host hands to plugins: [`WORKSPACE_SCRATCH`], kept, and [`SANDBOX_STATE`],
+//! removed with the sandbox. Everything written here is masked
 //! with the run's [`Redactor`].
 
 use std::os::unix::fs::DirBuilderExt;
@@ -90,6 +91,33 @@ impl RunFolder {
         std::fs::write(
             self.dir.join("changes.patch"),
             self.redactor.apply_bytes(patch),
+        )
+    }
+
+    /// Writes `taskspec.json`: the TaskSpec the run was given, masked. Each string is
+    /// masked before the JSON is written (where a secret holding `"` or `\` would be
+    /// escaped out of recognition), and the text once more.
+    pub fn write_taskspec(&self, spec: &serde_json::Value) -> std::io::Result<()> {
+        fn mask(value: &mut serde_json::Value, redactor: &Redactor) {
+            match value {
+                serde_json::Value::String(text) => {
+                    *text = redactor.apply(std::mem::take(text));
+                }
+                serde_json::Value::Array(items) => {
+                    items.iter_mut().for_each(|item| mask(item, redactor));
+                }
+                serde_json::Value::Object(fields) => {
+                    fields.values_mut().for_each(|item| mask(item, redactor));
+                }
+                _ => {}
+            }
+        }
+        let mut spec = spec.clone();
+        mask(&mut spec, &self.redactor);
+        let json = serde_json::to_string_pretty(&spec).expect("JSON values serialize");
+        std::fs::write(
+            self.dir.join("taskspec.json"),
+            self.redactor.apply(json) + "\n",
         )
     }
 

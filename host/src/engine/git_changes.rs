@@ -97,7 +97,7 @@ pub enum GitChangesError {
 }
 
 /// A file of `modifiedFiles` that `changes.patch` leaves out, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct OmittedFile {
     /// Escaped like `modifiedFiles`' paths.
     pub path: String,

@@ -12,6 +12,7 @@ mod git_changes;
 mod plugins;
 mod result;
 mod run;
+mod sampler;
 mod tree_walk;
 mod workspace;
 
@@ -20,6 +21,6 @@ pub use crashed::{write_crashed_result, CrashedRun};
 pub use folder::{RunFolder, SANDBOX_STATE, WORKSPACE_SCRATCH};
 pub use git_changes::{GitBaseline, GitChanges, OmittedFile, PATCH_FILE_BYTES, PATCH_TOTAL_BYTES};
 pub use plugins::{resolve as resolve_plugins, PluginProblem, Plugins};
-pub use result::{result_schema, RunResult, RunStatus, WorkspaceRecord};
+pub use result::{result_schema, RunResult, RunStatus, WorkspaceRecord, RESULT_VERSION};
 pub use run::{run, RunError, RunReport, RunRequest};
 pub use tree_walk::WalkError;

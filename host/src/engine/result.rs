@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::changes::FileChange;
 use super::git_changes::OmittedFile;
@@ -23,7 +23,7 @@ pub fn result_schema() -> serde_json::Value {
     schema
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum RunStatus {
     /// The agent finished and reported success.
@@ -57,7 +57,7 @@ impl RunStatus {
     }
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunResult {
     pub version: u32,
@@ -101,7 +101,7 @@ pub struct RunResult {
 }
 
 /// `changes.patch`: its caps, and the files of `modifiedFiles` it leaves out.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PatchRecord {
     /// Content of one file (before or after the run) past which the file is left out.
@@ -114,7 +114,7 @@ pub struct PatchRecord {
     pub omitted: Vec<OmittedFile>,
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LogsRecord {
     pub stdout: LogSize,
@@ -153,7 +153,7 @@ impl RunResult {
     }
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PluginRecord {
     pub name: String,
@@ -164,7 +164,7 @@ pub struct PluginRecord {
 
 /// Also kept in the sandbox registry (as JSON), so that `agentgate gc` can name the
 /// workspace of a run that crashed.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceRecord {
     pub source: String,
@@ -176,7 +176,7 @@ pub struct WorkspaceRecord {
     pub commit: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxInfo {
     pub provider: String,
@@ -188,7 +188,7 @@ pub struct SandboxInfo {
     pub duration_ms: u64,
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceUsage {
     pub cpu_percent: f64,
@@ -201,7 +201,7 @@ pub struct ResourceUsage {
     pub oom_killed: bool,
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentRecord {
     pub driver: String,

@@ -17,6 +17,7 @@ use super::result::{
     AgentRecord, LogsRecord, PatchRecord, PluginRecord, ResourceUsage, RunResult, RunStatus,
     SandboxInfo, WorkspaceRecord, RESULT_VERSION,
 };
+use super::sampler::ResourceSampler;
 use super::workspace::{materialize, Workspace};
 use crate::capabilities::{RunContext, SandboxBroker};
 use crate::record::{EventSink, Observer, OutputLogs, PhaseStatus, Redactor};
@@ -195,6 +196,13 @@ async fn start(
             return Err(e.into());
         }
     };
+    // The TaskSpec as the run understood it, for `agentgate report`: masked like
+    // everything in the folder, since `${VAR}`s were interpolated into it.
+    if let Err(e) =
+        folder.write_taskspec(&recorded_taskspec(&request.spec, request.prompt.as_deref()))
+    {
+        events.host_log("error", format!("writing taskspec.json: {e}"));
+    }
     reap_orphans(runtime, &request.home, &events).await;
     let mut run = Run {
         runtime,
@@ -217,6 +225,7 @@ async fn start(
         log_sizes: None,
         sandbox: None,
         sandbox_started: None,
+        sampler: None,
     };
 
     let limits = request.spec.spec.convergence.as_ref().map(|c| &c.limits);
@@ -269,6 +278,8 @@ struct Run<'a> {
     log_sizes: Option<LogsRecord>,
     sandbox: Option<SandboxInfo>,
     sandbox_started: Option<Instant>,
+    /// Records the sandbox's resource use every second until cleanup.
+    sampler: Option<ResourceSampler>,
 }
 
 impl Run<'_> {
@@ -545,6 +556,11 @@ impl Run<'_> {
             }
         };
         self.ctx.set_broker(broker.clone());
+        self.sampler = Some(ResourceSampler::start(
+            broker.clone(),
+            self.events.clone(),
+            self.sandbox_started.unwrap_or_else(Instant::now),
+        ));
         self.broker = Some(broker);
         Ok(())
     }
@@ -659,6 +675,7 @@ impl Run<'_> {
     /// whole run. A sandbox that ran out of memory turns a failed agent into a failure
     /// that says so.
     async fn record_resource_usage(&mut self, outcome: Outcome) -> Outcome {
+        let sampler = self.sampler.take();
         let (Some(broker), Some(info)) = (self.broker.as_ref(), self.sandbox.as_mut()) else {
             return outcome;
         };
@@ -670,6 +687,9 @@ impl Run<'_> {
                 return outcome;
             }
         };
+        if let Some(sampler) = sampler {
+            sampler.finish(&usage, &self.events);
+        }
         const MIB: f64 = 1024.0 * 1024.0;
         info.resource_usage = Some(ResourceUsage {
             cpu_percent: (usage.cpu_percent * 10.0).round() / 10.0,
@@ -893,6 +913,16 @@ async fn reap_orphans(runtime: &Runtime, home: &std::path::Path, events: &EventS
         }
         Err(e) => events.host_log("error", format!("gc: {e}")),
     }
+}
+
+/// The normalized TaskSpec (as `agentgate validate --json` prints it) with the goal
+/// the run was given: `--prompt` replaces `goal.prompt`.
+fn recorded_taskspec(spec: &TaskSpec, prompt: Option<&str>) -> serde_json::Value {
+    let mut value = serde_json::to_value(spec).expect("TaskSpecs serialize");
+    if let Some(prompt) = prompt {
+        value["spec"]["goal"]["prompt"] = prompt.into();
+    }
+    value
 }
 
 /// Every `sandbox.mounts` source must exist before anything starts: a typo found after

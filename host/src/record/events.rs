@@ -85,6 +85,15 @@ pub enum EventBody {
         pipe: &'static str,
         line: String,
     },
+    /// The sandbox's resource use, sampled through the run (see
+    /// `engine::sampler`).
+    Resources {
+        /// CPU use since the previous sample; 100 is one core busy all the time.
+        cpu_percent: f64,
+        #[serde(rename = "memoryMB")]
+        memory_mb: f64,
+        pids: u32,
+    },
 }
 
 impl EventBody {
@@ -130,7 +139,7 @@ impl EventBody {
                 output: f(output),
                 is_error,
             },
-            usage @ EventBody::Usage { .. } => usage,
+            numbers @ (EventBody::Usage { .. } | EventBody::Resources { .. }) => numbers,
             EventBody::Output { pipe, line } => EventBody::Output {
                 pipe,
                 line: f(line),

@@ -22,7 +22,17 @@ use crate::runtime::bindings::types::OutputPipe;
 pub const MAX_LOG_BYTES: u64 = 64 << 20;
 
 /// How much one output log received, and how much of it was dropped past the bound.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct LogSize {
     /// Bytes written to the file (the truncation notice excluded).

@@ -1,0 +1,391 @@
+//! The run history of a home: run folders read back, for `agentgate runs`, `show`
+//! and `report`.
+//!
+//! The folders are the history: each run writes `result.json` when it ends, and
+//! `agentgate gc` writes one (status `crashed`) for a run whose agentgate died, so
+//! every run that is over has one. A folder without a result is a run still under
+//! way, or one whose agentgate died and no gc has seen yet: the sandbox registry
+//! tells which. Run ids are UUIDv7, ordered by when the run began, so the newest
+//! runs are found without reading the others. Everything read here was masked when
+//! it was written; nothing here writes.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::engine::{RunResult, RunStatus, RESULT_VERSION};
+use crate::registry::{effective_state, Registry, RunRow, RunState};
+
+/// The most of `changes.patch` read back.
+pub const MAX_PATCH_BYTES: u64 = 8 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error("cannot read the runs of {}: {source}", home.display())]
+    Home {
+        home: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "no run {wanted:?} in {}; `agentgate runs` lists them",
+        home.display()
+    )]
+    NotFound { home: PathBuf, wanted: String },
+    #[error("{wanted:?} names {count} runs ({}); give more of the id", examples.join(", "))]
+    Ambiguous {
+        wanted: String,
+        count: usize,
+        examples: Vec<String>,
+    },
+}
+
+/// One run as its folder (and, while it has no result, the registry) records it.
+#[derive(Debug)]
+pub struct RecordedRun {
+    pub run_id: String,
+    pub folder: PathBuf,
+    pub record: Record,
+}
+
+#[derive(Debug)]
+pub enum Record {
+    /// The run is over: its `result.json`.
+    Ended(Box<RunResult>),
+    /// No result yet. `state` is `running` or `orphaned` (its agentgate died; `gc`
+    /// cleans up and writes the result); `None` when the registry does not know the
+    /// run either.
+    Pending {
+        name: Option<String>,
+        started_ms: Option<u64>,
+        state: Option<RunState>,
+    },
+    /// `result.json` is there but cannot be read.
+    Unreadable(String),
+}
+
+/// One line of `agentgate runs`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSummary {
+    pub run_id: String,
+    pub name: Option<String>,
+    /// A `result.json` status (`succeeded`, `failed`, `timedOut`, …), or `running`,
+    /// `orphaned`, `unknown` (no result and no registry row), `unreadable`.
+    pub status: String,
+    /// RFC 3339.
+    pub started_at: Option<String>,
+    pub duration_ms: Option<u64>,
+    pub provider: Option<String>,
+    pub driver: Option<String>,
+    pub files_changed: Option<usize>,
+    /// Reported by the agent driver, when it reports them.
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+    pub folder: PathBuf,
+}
+
+/// The newest `limit` runs of `home` (all with `None`), newest first.
+pub fn list(home: &Path, limit: Option<usize>) -> Result<Vec<RecordedRun>, HistoryError> {
+    let mut ids = run_ids(home)?;
+    ids.truncate(limit.unwrap_or(usize::MAX));
+    let registry = RegistryView::open(home);
+    Ok(ids
+        .into_iter()
+        .map(|id| RecordedRun::read(home, id, &registry))
+        .collect())
+}
+
+/// The run whose id is `wanted`, or the only one whose id starts with it.
+pub fn find(home: &Path, wanted: &str) -> Result<RecordedRun, HistoryError> {
+    let not_found = || HistoryError::NotFound {
+        home: home.to_path_buf(),
+        wanted: wanted.to_string(),
+    };
+    let ids = run_ids(home)?;
+    let mut matching: Vec<String> = match ids.iter().find(|id| *id == wanted) {
+        Some(exact) => vec![exact.clone()],
+        None if wanted.is_empty() => Vec::new(),
+        None => ids
+            .into_iter()
+            .filter(|id| id.starts_with(wanted))
+            .collect(),
+    };
+    match matching.len() {
+        0 => Err(not_found()),
+        1 => Ok(RecordedRun::read(
+            home,
+            matching.remove(0),
+            &RegistryView::open(home),
+        )),
+        count => Err(HistoryError::Ambiguous {
+            wanted: wanted.to_string(),
+            count,
+            examples: matching.into_iter().take(3).collect(),
+        }),
+    }
+}
+
+/// The names of the run folders, newest first. A home with no runs yet (or no home
+/// yet) has none.
+fn run_ids(home: &Path) -> Result<Vec<String>, HistoryError> {
+    let runs = home.join("runs");
+    let entries = match std::fs::read_dir(&runs) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(HistoryError::Home {
+                home: home.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let mut ids: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .collect();
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    Ok(ids)
+}
+
+/// The registry's rows, when the home has a registry.
+struct RegistryView {
+    rows: Vec<RunRow>,
+}
+
+impl RegistryView {
+    fn open(home: &Path) -> RegistryView {
+        // Opening creates a registry; a home without one has no runs in progress.
+        let rows = if home.join("registry.db").is_file() {
+            Registry::open(home)
+                .and_then(|registry| registry.runs(true))
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        RegistryView { rows }
+    }
+
+    fn row(&self, run_id: &str) -> Option<&RunRow> {
+        self.rows.iter().find(|row| row.run_id == run_id)
+    }
+}
+
+impl RecordedRun {
+    fn read(home: &Path, run_id: String, registry: &RegistryView) -> RecordedRun {
+        let folder = home.join("runs").join(&run_id);
+        let record = match std::fs::read_to_string(folder.join("result.json")) {
+            Ok(text) => match parse_result(&text) {
+                Ok(result) => Record::Ended(Box::new(result)),
+                Err(why) => Record::Unreadable(format!("result.json: {why}")),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let row = registry.row(&run_id);
+                Record::Pending {
+                    name: row.map(|r| r.name.clone()),
+                    started_ms: row.map(|r| r.started_ms),
+                    state: row.map(effective_state),
+                }
+            }
+            Err(e) => Record::Unreadable(format!("result.json: {e}")),
+        };
+        RecordedRun {
+            run_id,
+            folder,
+            record,
+        }
+    }
+
+    /// The result, when the run is over and it could be read.
+    pub fn result(&self) -> Option<&RunResult> {
+        match &self.record {
+            Record::Ended(result) => Some(result),
+            _ => None,
+        }
+    }
+
+    /// The TaskSpec the run recorded (`taskspec.json`), when there is one.
+    pub fn taskspec(&self) -> Option<serde_json::Value> {
+        let text = std::fs::read_to_string(self.folder.join("taskspec.json")).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// The events of `events.ndjson` in order; a line that is not a JSON object is
+    /// skipped (a crash can cut the last one short).
+    pub fn events(&self) -> impl Iterator<Item = serde_json::Value> {
+        let lines = std::fs::File::open(self.folder.join("events.ndjson"))
+            .map(|file| BufReader::new(file).lines())
+            .ok();
+        lines
+            .into_iter()
+            .flatten()
+            .map_while(Result::ok)
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(&line).ok())
+            .filter(serde_json::Value::is_object)
+    }
+
+    /// `changes.patch` (git workspaces), at most [`MAX_PATCH_BYTES`] of it, and
+    /// whether it was cut there.
+    pub fn patch(&self) -> Option<(String, bool)> {
+        let file = std::fs::File::open(self.folder.join("changes.patch")).ok()?;
+        let mut bytes = Vec::new();
+        file.take(MAX_PATCH_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .ok()?;
+        let cut = bytes.len() as u64 > MAX_PATCH_BYTES;
+        bytes.truncate(MAX_PATCH_BYTES as usize);
+        Some((String::from_utf8_lossy(&bytes).into_owned(), cut))
+    }
+
+    /// The run in one line of `agentgate runs`.
+    pub fn summary(&self) -> RunSummary {
+        let spec = self.taskspec();
+        let from_spec = |section: &str, field: &str| {
+            spec.as_ref()
+                .and_then(|s| s["spec"]["execution"][section][field].as_str())
+                .map(str::to_string)
+        };
+        let mut summary = RunSummary {
+            run_id: self.run_id.clone(),
+            name: spec
+                .as_ref()
+                .and_then(|s| s["metadata"]["name"].as_str())
+                .map(str::to_string),
+            status: String::new(),
+            started_at: None,
+            duration_ms: None,
+            provider: from_spec("sandbox", "provider"),
+            driver: from_spec("agent", "driver"),
+            files_changed: None,
+            input_tokens: None,
+            output_tokens: None,
+            cost_usd: None,
+            folder: self.folder.clone(),
+        };
+        match &self.record {
+            Record::Ended(result) => {
+                summary.name = Some(result.name.clone());
+                summary.status = status_name(result.status);
+                summary.started_at = Some(result.started_at.clone());
+                summary.duration_ms = Some(result.duration_ms);
+                if let Some(sandbox) = &result.sandbox {
+                    summary.provider = Some(sandbox.provider.clone());
+                }
+                // A run that fails before the agent ends has no agent record.
+                if let Some(agent) = &result.agent {
+                    summary.driver = Some(agent.driver.clone());
+                    let usage = agent.usage.as_ref();
+                    let number = |field: &str| usage.and_then(|u| u[field].as_u64());
+                    summary.input_tokens = number("inputTokens");
+                    summary.output_tokens = number("outputTokens");
+                    summary.cost_usd = usage.and_then(|u| u["costUsd"].as_f64());
+                }
+                // `crashed` runs never compared their workspace.
+                if result.changes_from != "none" {
+                    summary.files_changed = Some(result.modified_files.len());
+                }
+            }
+            Record::Pending {
+                name,
+                started_ms,
+                state,
+            } => {
+                summary.name = summary.name.take().or_else(|| name.clone());
+                summary.status = state.map_or("unknown".into(), |s| s.to_string());
+                summary.started_at = started_ms.map(|ms| {
+                    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+                    humantime::format_rfc3339_millis(at).to_string()
+                });
+            }
+            Record::Unreadable(_) => summary.status = "unreadable".into(),
+        }
+        summary
+    }
+}
+
+/// A status as `result.json` spells it.
+pub fn status_name(status: RunStatus) -> String {
+    serde_json::to_value(status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Reads `result.json`, refusing one a newer agentgate wrote in a shape this one does
+/// not know.
+fn parse_result(text: &str) -> Result<RunResult, String> {
+    #[derive(serde::Deserialize)]
+    struct Version {
+        version: u32,
+    }
+    let version = serde_json::from_str::<Version>(text)
+        .map_err(|e| e.to_string())?
+        .version;
+    if version > RESULT_VERSION {
+        return Err(format!(
+            "version {version} was written by a newer agentgate (this one reads up to \
+             {RESULT_VERSION})"
+        ));
+    }
+    serde_json::from_str(text).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folder(home: &Path, id: &str, result: Option<&str>) {
+        let dir = home.join("runs").join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        if let Some(result) = result {
+            std::fs::write(dir.join("result.json"), result).unwrap();
+        }
+    }
+
+    #[test]
+    fn runs_are_found_newest_first_by_id_or_unique_prefix() {
+        let home = tempfile::tempdir().unwrap();
+        assert!(list(home.path(), None).unwrap().is_empty());
+        for id in ["0190aa01", "0190aa02", "0190bb03"] {
+            folder(home.path(), id, None);
+        }
+        let ids: Vec<String> = list(home.path(), Some(2))
+            .unwrap()
+            .into_iter()
+            .map(|r| r.run_id)
+            .collect();
+        assert_eq!(ids, ["0190bb03", "0190aa02"]);
+        assert_eq!(find(home.path(), "0190b").unwrap().run_id, "0190bb03");
+        assert_eq!(find(home.path(), "0190aa01").unwrap().run_id, "0190aa01");
+        let ambiguous = find(home.path(), "0190aa").unwrap_err().to_string();
+        assert!(ambiguous.contains("names 2 runs"), "{ambiguous}");
+        for missing in ["ff", "", "../runs"] {
+            assert!(matches!(
+                find(home.path(), missing),
+                Err(HistoryError::NotFound { .. })
+            ));
+        }
+        // No result and no registry row.
+        assert_eq!(
+            find(home.path(), "0190b").unwrap().summary().status,
+            "unknown"
+        );
+    }
+
+    #[test]
+    fn a_result_from_a_newer_agentgate_is_unreadable_not_misread() {
+        let home = tempfile::tempdir().unwrap();
+        folder(home.path(), "r1", Some(r#"{"version": 99, "runId": "r1"}"#));
+        folder(home.path(), "r2", Some("{not json"));
+        for id in ["r1", "r2"] {
+            let run = find(home.path(), id).unwrap();
+            assert_eq!(run.summary().status, "unreadable");
+        }
+        let Record::Unreadable(why) = find(home.path(), "r1").unwrap().record else {
+            panic!("read a newer result")
+        };
+        assert!(why.contains("newer agentgate"), "{why}");
+    }
+}
