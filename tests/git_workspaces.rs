@@ -497,7 +497,7 @@ fn a_host_push_ignores_what_the_agent_wrote_in_git_config() {
     assert!(written.contains("pushInsteadOf"), "{written}");
 
     assert!(
-        output.status.success(),
+        output.status.success() && home.result()["error"].is_null(),
         "{}\n{}",
         stderr(&output),
         home.result()
@@ -544,7 +544,7 @@ fn a_refused_host_push_names_the_recorded_url() {
     let output = run_push_back(&home, &server.url("app"), &hostile_agent(&config));
 
     assert!(home.log("stdout.log").contains("AGENT-RAN"), "{}", stderr(&output));
-    assert!(!output.status.success(), "the refused push must fail the run");
+    // A release that fails is a cleanup error: in result.json, not in the exit code.
     let error = home.result()["error"].as_str().unwrap_or_default().to_string();
     assert!(
         error.contains(&format!("{}: the server rejected", server.url("app"))),
@@ -554,4 +554,126 @@ fn a_refused_host_push_names_the_recorded_url() {
     assert_eq!(attacker.seen(), Vec::<String>::new(), "the attacker was contacted");
     assert!(!marker.exists(), "the agent's credential helper ran on the host");
     assert_eq!(files_containing(home.dir.path(), TOKEN), Vec::<String>::new());
+}
+
+/// Runs `work` on a thread and waits for it at most `secs` seconds: a host call that
+/// reads a FIFO the agent planted would otherwise hang the test instead of failing it.
+fn within<T: Send + 'static>(secs: u64, work: impl FnOnce() -> T + Send + 'static) -> T {
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(work());
+    });
+    receive
+        .recv_timeout(std::time::Duration::from_secs(secs))
+        .expect("the host git call hung")
+}
+
+/// A clone made with the git CLI, as a workspace the agent then had its way with.
+fn checkout(root: &Path, bare: &Path, name: &str) -> std::path::PathBuf {
+    let work = root.join(name);
+    git(
+        root,
+        &["clone", "-q", bare.to_str().unwrap(), work.to_str().unwrap()],
+    );
+    work
+}
+
+/// Every call of the `git` capability, as the host library, on repositories whose
+/// `.git` an agent rewrote: `core.worktree` aimed at a host folder, `core.bare`, an
+/// `include.path` that is a FIFO, a `.git` that is a `gitdir:` file or a symlink to a
+/// host repository, alternates and a ref that borrow a host repository's objects.
+/// None of it is followed.
+#[test]
+fn host_git_calls_ignore_the_workspace_settings() {
+    use agentgate::capabilities::git::{self, credentials::Secret};
+    use agentgate::runtime::bindings::git::Credentials;
+    if !git_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let repo = make_repo(root.path(), "app");
+    let server = HttpGit::start(root.path(), Some(TOKEN));
+    let secret = Secret::resolve(&Credentials::Token(TOKEN.into())).unwrap();
+    // A host repository the agent must not reach: its commit is private.
+    let private = root.path().join("private");
+    std::fs::create_dir_all(&private).unwrap();
+    git(&private, &["init", "-q", "-b", "main"]);
+    std::fs::write(private.join("secret.txt"), "host secret\n").unwrap();
+    git(&private, &["add", "-A"]);
+    git(&private, &["commit", "-q", "-m", "private"]);
+    let private_commit = git(&private, &["rev-parse", "HEAD"]);
+
+    // core.worktree and core.bare, and an include.path that is a FIFO.
+    let work = checkout(root.path(), &repo.bare, "worktree");
+    let fifo = root.path().join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let config = work.join(".git/config");
+    let original = std::fs::read_to_string(&config).unwrap();
+    let hostile = format!(
+        "{original}[core]\n\tworktree = {}\n\tbare = true\n[include]\n\tpath = {}\n",
+        private.display(),
+        fifo.display()
+    );
+    std::fs::write(&config, hostile).unwrap();
+    std::fs::write(work.join("mine.txt"), "mine\n").unwrap();
+    let w = work.clone();
+    let changes = within(30, move || git::status(&w)).unwrap();
+    let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, ["mine.txt"]);
+    let w = work.clone();
+    let sha = within(30, move || git::commit_all(&w, "work", "A", "a@example.com")).unwrap();
+    // The git CLI would read the FIFO too: put the config back to look.
+    std::fs::write(&config, original).unwrap();
+    assert_eq!(git(&work, &["rev-parse", "HEAD"]), sha);
+    assert_eq!(
+        git(&work, &["show", "--name-only", "--format=", "HEAD"]),
+        "mine.txt"
+    );
+
+    // .git as a `gitdir:` file, then as a symlink, to the host repository.
+    for (name, plant) in [("gitfile", "file"), ("gitlink", "symlink")] {
+        let work = checkout(root.path(), &repo.bare, name);
+        std::fs::remove_dir_all(work.join(".git")).unwrap();
+        let target = private.join(".git");
+        if plant == "file" {
+            std::fs::write(work.join(".git"), format!("gitdir: {}\n", target.display()))
+                .unwrap();
+        } else {
+            std::os::unix::fs::symlink(&target, work.join(".git")).unwrap();
+        }
+        let err = git::head(&work).unwrap_err().to_string();
+        assert!(err.contains(".git is not a directory"), "{plant}: {err}");
+        let err = git::push(&work, &server.url("app"), "HEAD:refs/heads/stolen", &secret)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(".git is not a directory"), "{plant}: {err}");
+    }
+
+    // Alternates and a ref that name the host repository's objects.
+    let work = checkout(root.path(), &repo.bare, "alternates");
+    std::fs::write(
+        work.join(".git/objects/info/alternates"),
+        format!("{}\n", private.join(".git/objects").display()),
+    )
+    .unwrap();
+    std::fs::write(
+        work.join(".git/refs/heads/stolen"),
+        format!("{private_commit}\n"),
+    )
+    .unwrap();
+    let _ = git::push(
+        &work,
+        &server.url("app"),
+        "refs/heads/stolen:refs/heads/stolen",
+        &secret,
+    );
+    let on_server = Command::new("git")
+        .args(["cat-file", "-e", &private_commit])
+        .current_dir(&repo.bare)
+        .status()
+        .unwrap();
+    assert!(
+        !on_server.success(),
+        "the host repository's commit reached the server"
+    );
 }

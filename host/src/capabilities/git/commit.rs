@@ -37,7 +37,7 @@ pub fn commit_all(path: &Path, message: &str, name: &str, email: &str) -> Result
     let moved = repo
         .find_reference("HEAD")
         .ok()
-        .and_then(|head| head.symbolic_target().map(str::to_string))
+        .and_then(|head| head.symbolic_target().ok().flatten().map(str::to_string))
         .unwrap_or_else(|| "HEAD".to_string());
     host.write_back(&[&moved], true)
         .map_err(|e| GitError::repo(path, format!("writing the commit back: {e}")))?;
