@@ -491,6 +491,7 @@ fn a_host_push_ignores_what_the_agent_wrote_in_git_config() {
     let output = run_push_back(&home, &server.url("app"), &hostile_agent(&config));
 
     // The agent ran and rewrote the config.
+    assert!(home.dir.path().join("runs").exists(), "{}", stderr(&output));
     assert!(home.log("stdout.log").contains("AGENT-RAN"), "{}", stderr(&output));
     let workspace = home.run_folder().join("workspace");
     let written = std::fs::read_to_string(workspace.join(".git/config")).unwrap();
@@ -543,6 +544,7 @@ fn a_refused_host_push_names_the_recorded_url() {
     let config = hostile_git_config(&real, &attacker.url(), &marker, &include);
     let output = run_push_back(&home, &server.url("app"), &hostile_agent(&config));
 
+    assert!(home.dir.path().join("runs").exists(), "{}", stderr(&output));
     assert!(home.log("stdout.log").contains("AGENT-RAN"), "{}", stderr(&output));
     // A release that fails is a cleanup error: in result.json, not in the exit code.
     let error = home.result()["error"].as_str().unwrap_or_default().to_string();

@@ -21,7 +21,7 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use git2::{Config, Repository};
 use rustix::fs::{FileType, Mode, OFlags};
@@ -198,11 +198,6 @@ impl HostRepo {
             std::fs::create_dir_all(parent)?;
         }
         std::fs::write(path, content)
-    }
-
-    /// Where the copy lives (its git directory).
-    pub fn path(&self) -> PathBuf {
-        self.dir.path().to_path_buf()
     }
 }
 
