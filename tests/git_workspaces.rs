@@ -492,7 +492,11 @@ fn a_host_push_ignores_what_the_agent_wrote_in_git_config() {
 
     // The agent ran and rewrote the config.
     assert!(home.dir.path().join("runs").exists(), "{}", stderr(&output));
-    assert!(home.log("stdout.log").contains("AGENT-RAN"), "{}", stderr(&output));
+    assert!(
+        home.log("stdout.log").contains("AGENT-RAN"),
+        "{}",
+        stderr(&output)
+    );
     let workspace = home.run_folder().join("workspace");
     let written = std::fs::read_to_string(workspace.join(".git/config")).unwrap();
     assert!(written.contains("pushInsteadOf"), "{written}");
@@ -503,7 +507,11 @@ fn a_host_push_ignores_what_the_agent_wrote_in_git_config() {
         stderr(&output),
         home.result()
     );
-    assert_eq!(attacker.seen(), Vec::<String>::new(), "the attacker was contacted");
+    assert_eq!(
+        attacker.seen(),
+        Vec::<String>::new(),
+        "the attacker was contacted"
+    );
     let bare = root.path().join("app.git");
     assert_eq!(
         git(&bare, &["show", "refs/heads/agent/work:WORK.md"]),
@@ -513,9 +521,15 @@ fn a_host_push_ignores_what_the_agent_wrote_in_git_config() {
         git(&bare, &["rev-parse", "refs/heads/agent/work"]),
         git(&workspace, &["rev-parse", "HEAD"])
     );
-    assert!(!marker.exists(), "the agent's credential helper ran on the host");
+    assert!(
+        !marker.exists(),
+        "the agent's credential helper ran on the host"
+    );
     assert!(!written.contains(TOKEN));
-    assert_eq!(files_containing(home.dir.path(), TOKEN), Vec::<String>::new());
+    assert_eq!(
+        files_containing(home.dir.path(), TOKEN),
+        Vec::<String>::new()
+    );
 }
 
 /// A push the real server refuses fails the release with an error that names the URL
@@ -529,11 +543,7 @@ fn a_refused_host_push_names_the_recorded_url() {
     let repo = make_repo(root.path(), "app");
     let hook = repo.bare.join("hooks/pre-receive");
     std::fs::write(&hook, "#!/bin/sh\necho no pushes here >&2\nexit 1\n").unwrap();
-    std::fs::set_permissions(
-        &hook,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let server = HttpGit::start(root.path(), Some(TOKEN));
     let attacker = Recorder::start();
     let real = format!("http://127.0.0.1:{}/", server.port);
@@ -545,17 +555,34 @@ fn a_refused_host_push_names_the_recorded_url() {
     let output = run_push_back(&home, &server.url("app"), &hostile_agent(&config));
 
     assert!(home.dir.path().join("runs").exists(), "{}", stderr(&output));
-    assert!(home.log("stdout.log").contains("AGENT-RAN"), "{}", stderr(&output));
+    assert!(
+        home.log("stdout.log").contains("AGENT-RAN"),
+        "{}",
+        stderr(&output)
+    );
     // A release that fails is a cleanup error: in result.json, not in the exit code.
-    let error = home.result()["error"].as_str().unwrap_or_default().to_string();
+    let error = home.result()["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(
         error.contains(&format!("{}: the server rejected", server.url("app"))),
         "{error}"
     );
     assert!(!error.contains(&attacker.url()), "{error}");
-    assert_eq!(attacker.seen(), Vec::<String>::new(), "the attacker was contacted");
-    assert!(!marker.exists(), "the agent's credential helper ran on the host");
-    assert_eq!(files_containing(home.dir.path(), TOKEN), Vec::<String>::new());
+    assert_eq!(
+        attacker.seen(),
+        Vec::<String>::new(),
+        "the attacker was contacted"
+    );
+    assert!(
+        !marker.exists(),
+        "the agent's credential helper ran on the host"
+    );
+    assert_eq!(
+        files_containing(home.dir.path(), TOKEN),
+        Vec::<String>::new()
+    );
 }
 
 /// Runs `work` on a thread and waits for it at most `secs` seconds: a host call that
@@ -575,7 +602,12 @@ fn checkout(root: &Path, bare: &Path, name: &str) -> std::path::PathBuf {
     let work = root.join(name);
     git(
         root,
-        &["clone", "-q", bare.to_str().unwrap(), work.to_str().unwrap()],
+        &[
+            "clone",
+            "-q",
+            bare.to_str().unwrap(),
+            work.to_str().unwrap(),
+        ],
     );
     work
 }
@@ -608,7 +640,11 @@ fn host_git_calls_ignore_the_workspace_settings() {
     // core.worktree and core.bare, and an include.path that is a FIFO.
     let work = checkout(root.path(), &repo.bare, "worktree");
     let fifo = root.path().join("fifo");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     let config = work.join(".git/config");
     let original = std::fs::read_to_string(&config).unwrap();
     let hostile = format!(
@@ -623,7 +659,10 @@ fn host_git_calls_ignore_the_workspace_settings() {
     let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
     assert_eq!(paths, ["mine.txt"]);
     let w = work.clone();
-    let sha = within(30, move || git::commit_all(&w, "work", "A", "a@example.com")).unwrap();
+    let sha = within(30, move || {
+        git::commit_all(&w, "work", "A", "a@example.com")
+    })
+    .unwrap();
     // The git CLI would read the FIFO too: put the config back to look.
     std::fs::write(&config, original).unwrap();
     assert_eq!(git(&work, &["rev-parse", "HEAD"]), sha);
@@ -638,8 +677,7 @@ fn host_git_calls_ignore_the_workspace_settings() {
         std::fs::remove_dir_all(work.join(".git")).unwrap();
         let target = private.join(".git");
         if plant == "file" {
-            std::fs::write(work.join(".git"), format!("gitdir: {}\n", target.display()))
-                .unwrap();
+            std::fs::write(work.join(".git"), format!("gitdir: {}\n", target.display())).unwrap();
         } else {
             std::os::unix::fs::symlink(&target, work.join(".git")).unwrap();
         }

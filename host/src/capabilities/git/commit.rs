@@ -47,7 +47,10 @@ pub fn commit_all(path: &Path, message: &str, name: &str, email: &str) -> Result
 /// Creates (or moves) `branch` to HEAD and checks it out.
 pub fn checkout_new_branch(path: &Path, branch: &str) -> Result<(), GitError> {
     if !git2::Branch::name_is_valid(branch).unwrap_or(false) {
-        return Err(GitError::repo(path, format!("{branch:?} is not a branch name")));
+        return Err(GitError::repo(
+            path,
+            format!("{branch:?} is not a branch name"),
+        ));
     }
     let host = HostRepo::open(path, Parts::Refs)?;
     let head = host

@@ -85,7 +85,9 @@ impl HostRepo {
         // setting: the operator's files included, nothing rewrites or redirects.
         host.repo = Repository::open_bare(host.dir.path()).map_err(|e| fail(e.to_string()))?;
         let empty = Config::new().map_err(|e| fail(e.to_string()))?;
-        host.repo.set_config(&empty).map_err(|e| fail(e.to_string()))?;
+        host.repo
+            .set_config(&empty)
+            .map_err(|e| fail(e.to_string()))?;
         if parts == Parts::WorkTree {
             host.repo
                 .set_workdir(root, false)
@@ -120,7 +122,8 @@ impl HostRepo {
                     continue;
                 };
                 for (file, _) in names(&packs)? {
-                    if file.starts_with("pack-") && (file.ends_with(".pack") || file.ends_with(".idx"))
+                    if file.starts_with("pack-")
+                        && (file.ends_with(".pack") || file.ends_with(".idx"))
                     {
                         copy_file(&packs, &file, &to.join("objects/pack").join(&file))?;
                     }
@@ -297,4 +300,65 @@ fn replace_file(dir: &OwnedFd, name: &str, bytes: &[u8], mode: u32) -> std::io::
         let _ = rustix::fs::unlinkat(dir, temp.as_str(), rustix::fs::AtFlags::empty());
     }
     renamed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A repository with one commit on `main`, made with libgit2.
+    fn repository(dir: &Path) -> git2::Oid {
+        let repo = Repository::init(dir).unwrap();
+        std::fs::write(dir.join("a.txt"), "a\n").unwrap();
+        let mut index = repo.index().unwrap();
+        index.add_path(Path::new("a.txt")).unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let me = git2::Signature::now("t", "t@example.com").unwrap();
+        let id = repo
+            .commit(Some("refs/heads/main"), &me, &me, "one", &tree, &[])
+            .unwrap();
+        repo.set_head("refs/heads/main").unwrap();
+        id
+    }
+
+    #[test]
+    fn links_and_fifos_are_left_out_and_writes_replace_links() {
+        let root = tempfile::tempdir().unwrap();
+        let work = root.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        let head = repository(&work);
+        let outside = root.path().join("outside");
+        std::fs::write(&outside, format!("{head}\n")).unwrap();
+        let refs = work.join(".git/refs/heads");
+        std::os::unix::fs::symlink(&outside, refs.join("linked")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            refs.join("fifo").as_path(),
+            FileType::Fifo,
+            Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+
+        let host = HostRepo::open(&work, Parts::Refs).unwrap();
+        assert_eq!(host.repo.refname_to_id("refs/heads/main").unwrap(), head);
+        assert!(host.repo.find_reference("refs/heads/linked").is_err());
+        assert!(host.repo.find_reference("refs/heads/fifo").is_err());
+
+        // A write to the linked ref replaces the link, never the file it names.
+        host.write_ref_file(
+            "refs/heads/linked",
+            "0000000000000000000000000000000000000001\n",
+        )
+        .unwrap();
+        host.write_back(&["refs/heads/linked"], false).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&outside).unwrap(),
+            format!("{head}\n")
+        );
+        assert!(!std::fs::symlink_metadata(refs.join("linked"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+    }
 }
