@@ -597,49 +597,79 @@ fn within<T: Send + 'static>(secs: u64, work: impl FnOnce() -> T + Send + 'stati
         .expect("the host git call hung")
 }
 
-/// A clone made with the git CLI, as a workspace the agent then had its way with.
-fn checkout(root: &Path, bare: &Path, name: &str) -> std::path::PathBuf {
-    let work = root.join(name);
-    git(
-        root,
-        &[
-            "clone",
-            "-q",
-            bare.to_str().unwrap(),
-            work.to_str().unwrap(),
-        ],
-    );
-    work
+/// The library calls of the `git` capability against a token-protected server, and a
+/// host repository (with a private commit) that the agent must not reach.
+struct Library {
+    root: tempfile::TempDir,
+    bare: std::path::PathBuf,
+    server: HttpGit,
+    secret: agentgate::capabilities::git::credentials::Secret,
+    private: std::path::PathBuf,
+    private_commit: String,
 }
 
-/// Every call of the `git` capability, as the host library, on repositories whose
-/// `.git` an agent rewrote: `core.worktree` aimed at a host folder, `core.bare`, an
-/// `include.path` that is a FIFO, a `.git` that is a `gitdir:` file or a symlink to a
-/// host repository, alternates and a ref that borrow a host repository's objects.
-/// None of it is followed.
+impl Library {
+    fn new() -> Library {
+        use agentgate::capabilities::git::credentials::Secret;
+        use agentgate::runtime::bindings::git::Credentials;
+        let root = tempfile::tempdir().unwrap();
+        let repo = make_repo(root.path(), "app");
+        let server = HttpGit::start(root.path(), Some(TOKEN));
+        let secret = Secret::resolve(&Credentials::Token(TOKEN.into())).unwrap();
+        let private = root.path().join("private");
+        std::fs::create_dir_all(&private).unwrap();
+        git(&private, &["init", "-q", "-b", "main"]);
+        std::fs::write(private.join("secret.txt"), "host secret\n").unwrap();
+        git(&private, &["add", "-A"]);
+        git(&private, &["commit", "-q", "-m", "private"]);
+        let private_commit = git(&private, &["rev-parse", "HEAD"]);
+        Library {
+            bare: repo.bare,
+            root,
+            server,
+            secret,
+            private,
+            private_commit,
+        }
+    }
+
+    /// A clone made with the git CLI, as a workspace the agent then had its way with.
+    fn checkout(&self, name: &str) -> std::path::PathBuf {
+        let work = self.root.path().join(name);
+        git(
+            self.root.path(),
+            &[
+                "clone",
+                "-q",
+                self.bare.to_str().unwrap(),
+                work.to_str().unwrap(),
+            ],
+        );
+        work
+    }
+
+    fn server_has(&self, object: &str) -> bool {
+        Command::new("git")
+            .args(["cat-file", "-e", object])
+            .current_dir(&self.bare)
+            .status()
+            .unwrap()
+            .success()
+    }
+}
+
+/// `core.worktree` aimed at a host repository's folder, `core.bare`, and an
+/// `include.path` that is a FIFO: status and commit read none of it (the FIFO would
+/// hang them), and commit only the workspace's files.
 #[test]
-fn host_git_calls_ignore_the_workspace_settings() {
-    use agentgate::capabilities::git::{self, credentials::Secret};
-    use agentgate::runtime::bindings::git::Credentials;
+fn host_git_calls_read_no_setting_of_the_workspace() {
+    use agentgate::capabilities::git;
     if !git_available() {
         return;
     }
-    let root = tempfile::tempdir().unwrap();
-    let repo = make_repo(root.path(), "app");
-    let server = HttpGit::start(root.path(), Some(TOKEN));
-    let secret = Secret::resolve(&Credentials::Token(TOKEN.into())).unwrap();
-    // A host repository the agent must not reach: its commit is private.
-    let private = root.path().join("private");
-    std::fs::create_dir_all(&private).unwrap();
-    git(&private, &["init", "-q", "-b", "main"]);
-    std::fs::write(private.join("secret.txt"), "host secret\n").unwrap();
-    git(&private, &["add", "-A"]);
-    git(&private, &["commit", "-q", "-m", "private"]);
-    let private_commit = git(&private, &["rev-parse", "HEAD"]);
-
-    // core.worktree and core.bare, and an include.path that is a FIFO.
-    let work = checkout(root.path(), &repo.bare, "worktree");
-    let fifo = root.path().join("fifo");
+    let lib = Library::new();
+    let work = lib.checkout("worktree");
+    let fifo = lib.root.path().join("fifo");
     assert!(Command::new("mkfifo")
         .arg(&fifo)
         .status()
@@ -649,7 +679,7 @@ fn host_git_calls_ignore_the_workspace_settings() {
     let original = std::fs::read_to_string(&config).unwrap();
     let hostile = format!(
         "{original}[core]\n\tworktree = {}\n\tbare = true\n[include]\n\tpath = {}\n",
-        private.display(),
+        lib.private.display(),
         fifo.display()
     );
     std::fs::write(&config, hostile).unwrap();
@@ -670,12 +700,21 @@ fn host_git_calls_ignore_the_workspace_settings() {
         git(&work, &["show", "--name-only", "--format=", "HEAD"]),
         "mine.txt"
     );
+}
 
-    // .git as a `gitdir:` file, then as a symlink, to the host repository.
-    for (name, plant) in [("gitfile", "file"), ("gitlink", "symlink")] {
-        let work = checkout(root.path(), &repo.bare, name);
+/// A `.git` that is a `gitdir:` file, or a symlink, to a host repository is refused,
+/// never followed: the host repository's commit is neither read nor pushed.
+#[test]
+fn a_dot_git_file_or_symlink_is_not_followed() {
+    use agentgate::capabilities::git;
+    if !git_available() {
+        return;
+    }
+    let lib = Library::new();
+    for plant in ["file", "symlink"] {
+        let work = lib.checkout(&format!("git{plant}"));
         std::fs::remove_dir_all(work.join(".git")).unwrap();
-        let target = private.join(".git");
+        let target = lib.private.join(".git");
         if plant == "file" {
             std::fs::write(work.join(".git"), format!("gitdir: {}\n", target.display())).unwrap();
         } else {
@@ -683,37 +722,48 @@ fn host_git_calls_ignore_the_workspace_settings() {
         }
         let err = git::head(&work).unwrap_err().to_string();
         assert!(err.contains(".git is not a directory"), "{plant}: {err}");
-        let err = git::push(&work, &server.url("app"), "HEAD:refs/heads/stolen", &secret)
-            .unwrap_err()
-            .to_string();
+        let err = git::push(
+            &work,
+            &lib.server.url("app"),
+            "HEAD:refs/heads/stolen",
+            &lib.secret,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains(".git is not a directory"), "{plant}: {err}");
+        assert!(!lib.server_has(&lib.private_commit), "{plant}");
     }
+}
 
-    // Alternates and a ref that name the host repository's objects.
-    let work = checkout(root.path(), &repo.bare, "alternates");
+/// `objects/info/alternates` naming a host repository's objects, and a ref naming its
+/// commit: a push of that ref does not carry the host repository's commit.
+#[test]
+fn alternates_lend_no_host_objects_to_a_push() {
+    use agentgate::capabilities::git;
+    if !git_available() {
+        return;
+    }
+    let lib = Library::new();
+    let work = lib.checkout("alternates");
     std::fs::write(
         work.join(".git/objects/info/alternates"),
-        format!("{}\n", private.join(".git/objects").display()),
+        format!("{}\n", lib.private.join(".git/objects").display()),
     )
     .unwrap();
     std::fs::write(
         work.join(".git/refs/heads/stolen"),
-        format!("{private_commit}\n"),
+        format!("{}\n", lib.private_commit),
     )
     .unwrap();
-    let _ = git::push(
+    let pushed = git::push(
         &work,
-        &server.url("app"),
+        &lib.server.url("app"),
         "refs/heads/stolen:refs/heads/stolen",
-        &secret,
+        &lib.secret,
     );
-    let on_server = Command::new("git")
-        .args(["cat-file", "-e", &private_commit])
-        .current_dir(&repo.bare)
-        .status()
-        .unwrap();
+    assert!(pushed.is_err());
     assert!(
-        !on_server.success(),
+        !lib.server_has(&lib.private_commit),
         "the host repository's commit reached the server"
     );
 }
