@@ -684,6 +684,12 @@ fn host_git_calls_read_no_setting_of_the_workspace() {
     );
     std::fs::write(&config, hostile).unwrap();
     std::fs::write(work.join("mine.txt"), "mine\n").unwrap();
+    // A FIFO in the work tree is no file to read either.
+    assert!(Command::new("mkfifo")
+        .arg(work.join("pipe"))
+        .status()
+        .unwrap()
+        .success());
     let w = work.clone();
     let changes = within(30, move || git::status(&w)).unwrap();
     let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
