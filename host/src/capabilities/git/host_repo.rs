@@ -16,6 +16,10 @@
 //! helper, and its work tree is the workspace root whatever `core.worktree` says. What a
 //! call changes (new objects, a ref, the index) is written back the same way: a new
 //! file renamed into place, never through a link.
+//!
+//! The price is a copy of the object store (in the system's temporary folder) for each
+//! call that needs objects (push, status, diff, commit); `head` and branching copy only
+//! the refs.
 
 use std::collections::HashSet;
 use std::fs::File;
