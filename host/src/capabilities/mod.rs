@@ -38,6 +38,8 @@ pub struct RunContext {
     exec_ids: AtomicU64,
     /// Directories the `git` capability may act under (see [`RunContext::allow_repo_root`]).
     repo_roots: std::sync::Mutex<Vec<std::path::PathBuf>>,
+    /// The URL each repository of this run was cloned from, recorded at the clone.
+    git_origins: git::Origins,
 }
 
 impl RunContext {
@@ -51,6 +53,7 @@ impl RunContext {
             active: true,
             exec_ids: AtomicU64::new(0),
             repo_roots: Default::default(),
+            git_origins: Default::default(),
         })
     }
 
@@ -65,6 +68,7 @@ impl RunContext {
             active: false,
             exec_ids: AtomicU64::new(0),
             repo_roots: Default::default(),
+            git_origins: Default::default(),
         })
     }
 
@@ -111,6 +115,10 @@ impl RunContext {
 
     pub(crate) fn repo_roots(&self) -> Vec<std::path::PathBuf> {
         self.repo_roots.lock().unwrap().clone()
+    }
+
+    pub(crate) fn git_origins(&self) -> &git::Origins {
+        &self.git_origins
     }
 }
 

@@ -2,13 +2,15 @@
 //!
 //! Both compare the working tree (index included) with a commit, untracked files
 //! included, renames detected, so that a file the agent created shows as added and one
-//! it moved shows once, as renamed.
+//! it moved shows once, as renamed. Both read the host's own copy of the repository
+//! ([`HostRepo`]), never the workspace's `.git/config`.
 
 use std::path::Path;
 
 use git2::{Delta, DiffFindOptions, DiffFormat, DiffOptions, Repository};
 
 use super::error::GitError;
+use super::host_repo::{HostRepo, Parts};
 use crate::runtime::bindings::git::{ChangeKind, FileChange};
 
 fn tree_diff<'r>(
@@ -41,8 +43,8 @@ fn tree_diff<'r>(
 
 /// Files changed against HEAD, untracked ones included, sorted by path.
 pub fn status(path: &Path) -> Result<Vec<FileChange>, GitError> {
-    let repo = Repository::open(path).map_err(|e| GitError::repo(path, e))?;
-    let diff = tree_diff(&repo, path, None)?;
+    let host = HostRepo::open(path, Parts::WorkTree)?;
+    let diff = tree_diff(&host.repo, path, None)?;
     // Loading the stats reads the contents, which sets the binary flags.
     diff.stats().map_err(|e| GitError::repo(path, e))?;
     let name = |file: git2::DiffFile| {
@@ -75,8 +77,8 @@ pub fn status(path: &Path) -> Result<Vec<FileChange>, GitError> {
 
 /// The unified diff of the working tree against `base` (default HEAD).
 pub fn diff(path: &Path, base: Option<&str>) -> Result<String, GitError> {
-    let repo = Repository::open(path).map_err(|e| GitError::repo(path, e))?;
-    let diff = tree_diff(&repo, path, base)?;
+    let host = HostRepo::open(path, Parts::WorkTree)?;
+    let diff = tree_diff(&host.repo, path, base)?;
     let patch = patch_bytes(&diff).map_err(|e| GitError::repo(path, e))?;
     Ok(String::from_utf8_lossy(&patch).into_owned())
 }

@@ -32,6 +32,8 @@ pub enum GitError {
     SecretInUrl { url: String },
     #[error("{path} is outside the directories this run gave to git ({allowed}); clone into the workspace request's scratch-dir")]
     Outside { path: String, allowed: String },
+    #[error("{repo} was not cloned by this run, so it has no recorded URL to push to; name the URL in the push")]
+    NoOrigin { repo: String },
     #[error("clone destination {path} is not empty; choose an empty directory")]
     DestNotEmpty { path: String },
     #[error("repository {path}: {detail}")]

@@ -5,20 +5,25 @@
 //! ([`credentials`]), reads what changed ([`changes`]) and records and delivers work
 //! ([`commit`]). Every path must lie under a directory the run gave out (the scratch
 //! directory of the workspace request, then the prepared workspace), so a plugin cannot
-//! point git at the rest of the host. libgit2 blocks, so each call runs on a blocking
-//! thread; a clone the caller stops waiting for aborts at its next progress report.
+//! point git at the rest of the host. Every call after the clone works on a host-owned
+//! copy of the repository ([`host_repo`]), since the workspace's `.git` is the agent's
+//! to write; a push goes to the URL recorded at the clone ([`Origins`]) unless the
+//! plugin names one. libgit2 blocks, so each call runs on a blocking thread; a clone
+//! the caller stops waiting for aborts at its next progress report.
 
 mod changes;
 mod clone;
 pub mod credentials;
 mod error;
+mod host_repo;
 
 mod commit;
 
 pub(crate) use changes::patch_bytes;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub use changes::{diff, status};
 pub use commit::{checkout_new_branch, commit_all, head, push};
@@ -32,6 +37,21 @@ use crate::runtime::bindings::git::{
 use crate::runtime::bindings::types::Error;
 use crate::runtime::PluginState;
 use credentials::Secret;
+
+/// The URL each repository of a run was cloned from, by its resolved path: recorded by
+/// the host at the clone, before any agent ran, and where a push goes by default.
+#[derive(Default)]
+pub struct Origins(Mutex<HashMap<PathBuf, String>>);
+
+impl Origins {
+    fn record(&self, repo: PathBuf, url: String) {
+        self.0.lock().unwrap().insert(repo, url);
+    }
+
+    fn of(&self, repo: &Path) -> Option<String> {
+        self.0.lock().unwrap().get(repo).cloned()
+    }
+}
 
 /// Reports clone progress as the plugin's events.
 struct Events {
@@ -125,6 +145,7 @@ impl Host for PluginState {
         let cancel = clone::Cancel::default();
         let flag = cancel.0.clone();
         let dest = request.dest.clone();
+        let url = request.url.clone();
         let answer = self
             .blocking(&dest, move |dest| {
                 let spec = clone::CloneSpec {
@@ -133,11 +154,14 @@ impl Host for PluginState {
                     reference: request.reference.as_deref(),
                     depth: request.depth,
                 };
-                clone::clone(&spec, &secret, &report, &flag)
+                clone::clone(&spec, &secret, &report, &flag).map(|state| (state, dest))
             })
             .await;
         drop(cancel);
-        answer
+        Ok(answer?.map(|(state, dest)| {
+            self.run.git_origins().record(dest, url);
+            state
+        }))
     }
 
     async fn status(&mut self, repo: String) -> wasmtime::Result<Result<Vec<FileChange>, Error>> {
@@ -179,7 +203,7 @@ impl Host for PluginState {
     async fn push(
         &mut self,
         repo: String,
-        url: String,
+        url: Option<String>,
         refspec: String,
         credentials: Credentials,
     ) -> wasmtime::Result<Result<(), Error>> {
@@ -187,7 +211,14 @@ impl Host for PluginState {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
         };
+        let origins = self.run.clone();
         self.blocking(&repo, move |path| {
+            let url = match url {
+                Some(url) => url,
+                None => origins.git_origins().of(&path).ok_or(GitError::NoOrigin {
+                    repo: path.display().to_string(),
+                })?,
+            };
             commit::push(&path, &url, &refspec, &secret)
         })
         .await
