@@ -29,7 +29,7 @@ use crate::runtime::PluginState;
 use container::{Container, Guard};
 use policy::{Policy, LABEL_RUN_ID};
 
-pub use client::engine_address;
+pub use client::{engine_address, local_socket};
 
 /// Turns `Result<T, Error>` into the binding's nested result.
 fn answer<T>(result: Result<T, Error>) -> wasmtime::Result<Result<T, Error>> {

@@ -31,6 +31,7 @@ use super::execution::{Execution, Kill};
 use super::invalid_spec;
 use crate::runtime::bindings::process::{Host, SpawnRequest};
 use crate::runtime::bindings::types::{Error, NetworkMode, ResourceUsage};
+use crate::runtime::host_paths::BindScope;
 use crate::runtime::PluginState;
 
 use cgroup::{Cgroup, CgroupLimits};
@@ -168,11 +169,14 @@ struct Launch {
 }
 
 impl Launch {
-    fn from_request(request: SpawnRequest) -> Result<Launch, Error> {
+    /// `scope` is what a sealed process may bind (the run's, see [`RunContext`]).
+    ///
+    /// [`RunContext`]: crate::capabilities::RunContext
+    fn from_request(request: SpawnRequest, scope: &BindScope) -> Result<Launch, Error> {
         if request.argv.is_empty() || request.argv[0].is_empty() {
             return Err(invalid_spec("argv", "the command is empty"));
         }
-        let isolation = Isolation::from_request(request.isolation)?;
+        let isolation = Isolation::from_request(request.isolation, scope)?;
         let cwd = Path::new(&request.cwd);
         if !cwd.is_absolute() {
             return Err(invalid_spec(
@@ -418,7 +422,7 @@ impl Host for PluginState {
         request: SpawnRequest,
     ) -> wasmtime::Result<Result<Resource<Execution>, Error>> {
         self.run.ensure_active()?;
-        let launch = match Launch::from_request(request) {
+        let launch = match Launch::from_request(request, &self.run.bind_scope()) {
             Ok(launch) => launch,
             Err(e) => return Ok(Err(e)),
         };
@@ -469,12 +473,18 @@ mod tests {
         }
     }
 
+    /// A sealed isolation whose binds' sources are the run's own folders.
     fn sealed(binds: Vec<Mount>, limits: Option<Resources>, network: NetworkMode) -> Isolation {
-        Isolation::from_request(IsolationRequest {
-            sealed: Some(SealedView { binds }),
-            limits,
-            network: Some(network),
-        })
+        let folders: Vec<std::path::PathBuf> =
+            binds.iter().map(|b| b.source.clone().into()).collect();
+        Isolation::from_request(
+            IsolationRequest {
+                sealed: Some(SealedView { binds }),
+                limits,
+                network: Some(network),
+            },
+            &BindScope::only(&folders),
+        )
         .unwrap()
     }
 
@@ -613,20 +623,23 @@ mod tests {
         // A second spawn must not ask for other limits than the shared cgroup has.
         let mut other = limits;
         other.pids = Some(65);
-        let error = Launch::from_request(SpawnRequest {
-            argv: vec!["true".into()],
-            cwd: "/".into(),
-            env: vec![],
-            inherit_env: false,
-            stdin: None,
-            keep_stdin_open: false,
-            timeout_ms: None,
-            isolation: IsolationRequest {
-                sealed: Some(SealedView { binds: vec![] }),
-                limits: Some(other),
-                network: None,
+        let error = Launch::from_request(
+            SpawnRequest {
+                argv: vec!["true".into()],
+                cwd: "/".into(),
+                env: vec![],
+                inherit_env: false,
+                stdin: None,
+                keep_stdin_open: false,
+                timeout_ms: None,
+                isolation: IsolationRequest {
+                    sealed: Some(SealedView { binds: vec![] }),
+                    limits: Some(other),
+                    network: None,
+                },
             },
-        })
+            &BindScope::default(),
+        )
         .map(|launch| prepare(&launch, &groups, "unused").map(|_| ()));
         assert!(
             matches!(error, Ok(Err(Error::InvalidSpec(ref f))) if f.path == "isolation.limits"),

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use super::landlock;
 use crate::runtime::bindings::types::{Error, Mount};
+use crate::runtime::host_paths::{BindScope, Refusal};
 
 /// System folders bound read-only when they are directories, or recreated as the
 /// same symlinks (Debian's merged `/usr` makes `/bin` a link to `usr/bin`).
@@ -68,9 +69,11 @@ pub struct BwrapFds {
 }
 
 impl SealedView {
-    /// Checks the binds: absolute paths, existing sources, no NUL, no target that would
-    /// shadow the system folders the view depends on.
-    pub fn new(binds: Vec<Mount>) -> Result<SealedView, Error> {
+    /// Checks the binds: absolute paths, no NUL, no target that would shadow the system
+    /// folders the view depends on, and sources that exist and that `scope` allows (the
+    /// run's own folders, or what the host path policy allows for mounts). Each source
+    /// is bound as the resolved path that was checked.
+    pub fn new(binds: Vec<Mount>, scope: &BindScope) -> Result<SealedView, Error> {
         let mut checked = Vec::with_capacity(binds.len());
         for (index, bind) in binds.into_iter().enumerate() {
             let field = |part: &str| format!("binds[{index}].{part}");
@@ -96,13 +99,12 @@ impl SealedView {
                     ),
                 ));
             }
-            let source = PathBuf::from(&bind.source);
-            if let Err(e) = std::fs::metadata(&source) {
-                return Err(Error::Failed(format!(
-                    "cannot mount {} into the sandbox: {e}; create it first or fix the path",
-                    bind.source
-                )));
-            }
+            let source = scope.check(&bind.source).map_err(|refusal| match refusal {
+                Refusal::Missing { .. } | Refusal::NotAbsolute { .. } => {
+                    Error::Failed(format!("cannot mount into the sandbox: {refusal}"))
+                }
+                refusal => Error::Denied(format!("bind {refusal}")),
+            })?;
             checked.push(Bind {
                 source,
                 target,
@@ -319,10 +321,13 @@ mod tests {
     fn binds_follow_the_request_and_come_after_the_system() {
         let dir = tempfile::tempdir().unwrap();
         let source = dir.path().to_str().unwrap();
-        let view = SealedView::new(vec![
-            mount(source, "/workspace", true),
-            mount(source, "/tmp", false),
-        ])
+        let view = SealedView::new(
+            vec![
+                mount(source, "/workspace", true),
+                mount(source, "/tmp", false),
+            ],
+            &BindScope::only(&[dir.path().into()]),
+        )
         .unwrap();
         let args = text(&view.bwrap_args(
             &["sh".into(), "-c".into(), "echo hi".into()],
@@ -357,7 +362,7 @@ mod tests {
 
     #[test]
     fn host_network_is_shared_only_when_asked() {
-        let view = SealedView::new(vec![]).unwrap();
+        let view = SealedView::new(vec![], &BindScope::default()).unwrap();
         let args = text(&view.bwrap_args(
             &["true".into()],
             "/",
@@ -374,10 +379,13 @@ mod tests {
     fn with_an_init_the_command_runs_behind_a_fence_of_exactly_the_view() {
         let dir = tempfile::tempdir().unwrap();
         let source = dir.path().to_str().unwrap();
-        let view = SealedView::new(vec![
-            mount(source, "/workspace", false),
-            mount(source, "/data", true),
-        ])
+        let view = SealedView::new(
+            vec![
+                mount(source, "/workspace", false),
+                mount(source, "/data", true),
+            ],
+            &BindScope::only(&[dir.path().into()]),
+        )
         .unwrap();
         let args = text(&view.bwrap_args(
             &["make".into()],
@@ -405,7 +413,11 @@ mod tests {
     fn host_paths_stay_in_the_options_and_a_nul_cannot_add_one() {
         let dir = tempfile::tempdir().unwrap();
         let source = dir.path().to_str().unwrap();
-        let view = SealedView::new(vec![mount(source, "/workspace", false)]).unwrap();
+        let view = SealedView::new(
+            vec![mount(source, "/workspace", false)],
+            &BindScope::only(&[dir.path().into()]),
+        )
+        .unwrap();
         let fds = BwrapFds {
             init: Some(9),
             ..BwrapFds::default()
@@ -429,16 +441,36 @@ mod tests {
 
     #[test]
     fn binds_that_cover_the_system_or_do_not_exist_are_refused() {
+        let none = BindScope::default();
         for target in ["/", "/usr/lib", "/etc", "/proc/1", "/dev", "/x/../etc"] {
-            let error = SealedView::new(vec![mount("/tmp", target, false)]).unwrap_err();
+            let error = SealedView::new(vec![mount("/tmp", target, false)], &none).unwrap_err();
             assert!(
                 matches!(error, Error::InvalidSpec(ref f) if f.path == "binds[0].target"),
                 "{target}: {error:?}"
             );
         }
-        let error = SealedView::new(vec![mount("relative", "/x", false)]).unwrap_err();
+        let error = SealedView::new(vec![mount("relative", "/x", false)], &none).unwrap_err();
         assert!(matches!(error, Error::InvalidSpec(ref f) if f.path == "binds[0].source"));
-        let error = SealedView::new(vec![mount("/no/such/dir/xyz", "/x", false)]).unwrap_err();
+        let error =
+            SealedView::new(vec![mount("/no/such/dir/xyz", "/x", false)], &none).unwrap_err();
         assert!(matches!(error, Error::Failed(ref m) if m.contains("/no/such/dir/xyz")));
+    }
+
+    #[test]
+    fn a_bind_outside_the_scope_is_denied_and_a_link_binds_where_it_leads() {
+        let run = tempfile::tempdir().unwrap();
+        let scope = BindScope::only(&[run.path().into()]);
+        for source in ["/", "/var/run", "/etc"] {
+            let error = SealedView::new(vec![mount(source, "/host", true)], &scope).unwrap_err();
+            assert!(matches!(error, Error::Denied(_)), "{source}: {error:?}");
+        }
+        let inner = run.path().join("inner");
+        std::fs::create_dir(&inner).unwrap();
+        let link = tempfile::tempdir().unwrap();
+        let link = link.path().join("link");
+        std::os::unix::fs::symlink(&inner, &link).unwrap();
+        let view =
+            SealedView::new(vec![mount(link.to_str().unwrap(), "/data", true)], &scope).unwrap();
+        assert_eq!(view.binds[0].source, inner.canonicalize().unwrap());
     }
 }
