@@ -219,7 +219,7 @@ pub enum Refusal {
         path: String,
         source: std::io::Error,
     },
-    #[error("`{path}`{} is refused: it is {folder} or inside it, {why}; no grant allows it, so use a folder that holds only what the agent needs", resolved_note(.path, .resolved))]
+    #[error("`{path}`{} is refused: it lies in {folder}, {why}; no grant allows it, so use a folder that holds only what the agent needs", resolved_note(.path, .resolved))]
     Inside {
         path: String,
         resolved: PathBuf,
@@ -339,7 +339,15 @@ impl HostPaths {
     /// refused when `must_exist`; otherwise (a folder the run will create) the deepest
     /// part that exists is resolved and the rest appended.
     pub fn check(&self, use_: PathUse, path: &str, must_exist: bool) -> Result<PathBuf, Refusal> {
-        let (resolved, exists) = resolve(path, must_exist)?;
+        let (resolved, exists) = match resolve(path, must_exist) {
+            Ok(resolved) => resolved,
+            // Where it cannot be followed (a folder this user may not search), the path as
+            // written still says whether it lies in a protected folder.
+            Err(refusal) => {
+                self.refuse_protected(path, &lexically_absolute(Path::new(path)))?;
+                return Err(refusal);
+            }
+        };
         self.refuse_protected(path, &resolved)?;
         if exists {
             refuse_special(path, &resolved)?;
@@ -556,7 +564,8 @@ fn refuse_special(path: &str, resolved: &Path) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// `path` made absolute without touching the file system, `.` and `..` removed.
+/// `path` made absolute without following links, `.` and `..` removed; where the
+/// result exists, where it leads.
 fn lexically_absolute(path: &Path) -> PathBuf {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let mut out = PathBuf::from("/");
