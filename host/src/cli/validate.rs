@@ -3,8 +3,8 @@
 //! Each document is parsed and checked; then its `options` are checked against the
 //! schemas of the installed plugins, and its host paths against the operator's host
 //! path policy ([`crate::runtime::host_paths`]), as `run` would before it starts. A
-//! value no installed plugin serves, or a host path that does not exist here, is only a
-//! note: the document may be meant for another machine.
+//! value no installed plugin serves, or a host path that does not exist here (or is
+//! relative), is only a note: the document may be meant for another machine.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,8 +65,10 @@ pub async fn run(cli: &Cli, args: &ValidateArgs) -> ExitCode {
             }
         }
         for problem in host_paths.iter().flat_map(|paths| paths.check_spec(&spec)) {
-            if problem.refusal.is_missing() {
-                eprintln!("{}: note: on this machine, {problem}", file.display());
+            // Not found here, or relative (the seed format allows `./node_modules`):
+            // `run` refuses it, but the document may be meant for another machine.
+            if problem.refusal.is_input_error() {
+                eprintln!("{}: note: {problem}", file.display());
             } else {
                 file_failed = true;
                 eprintln!("{}: {problem}", file.display());

@@ -260,7 +260,8 @@ impl Refusal {
         matches!(self, Refusal::Missing { .. })
     }
 
-    /// Refused for what the path is, not for where it lies (no grant changes it).
+    /// Refused because the path cannot be judged here (relative, or not found), not for
+    /// where it lies.
     pub fn is_input_error(&self) -> bool {
         matches!(self, Refusal::NotAbsolute { .. } | Refusal::Missing { .. })
     }
