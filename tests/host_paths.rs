@@ -57,7 +57,10 @@ fn refused(home: &Home, execution: &str) -> String {
     let text = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{text}");
     // No run id was ever made: no run folder, nothing on the engine can carry one.
-    assert!(!home.dir.path().join("runs").exists(), "a run started: {text}");
+    assert!(
+        !home.dir.path().join("runs").exists(),
+        "a run started: {text}"
+    );
     text
 }
 
@@ -88,7 +91,8 @@ struct SocketFolder {
 impl SocketFolder {
     fn new() -> SocketFolder {
         let dir = tempfile::tempdir().unwrap();
-        let listener = std::os::unix::net::UnixListener::bind(dir.path().join("agent.sock")).unwrap();
+        let listener =
+            std::os::unix::net::UnixListener::bind(dir.path().join("agent.sock")).unwrap();
         SocketFolder {
             dir,
             _listener: listener,
@@ -101,8 +105,15 @@ fn a_docker_workspace_on_the_container_runtime_is_refused_before_any_container_e
     if !docker_ready() {
         return;
     }
-    for path in ["/var/run/docker/containerd", "/run/containerd", "/run/docker"] {
-        assert!(Path::new(path).exists(), "{path} is missing on this machine");
+    for path in [
+        "/var/run/docker/containerd",
+        "/run/containerd",
+        "/run/docker",
+    ] {
+        assert!(
+            Path::new(path).exists(),
+            "{path} is missing on this machine"
+        );
         let home = Home::new();
         let text = refused(
             &home,
@@ -116,7 +127,10 @@ fn a_docker_workspace_on_the_container_runtime_is_refused_before_any_container_e
         );
         assert!(!Path::new(path).join("ran").exists());
         let mounted = agentgate_container_mounts();
-        assert!(!mounted.contains("containerd") && !mounted.contains("/run/docker"), "{mounted}");
+        assert!(
+            !mounted.contains("containerd") && !mounted.contains("/run/docker"),
+            "{mounted}"
+        );
     }
 }
 
@@ -179,7 +193,9 @@ fn subprocess_mounts_of_the_host_root_and_var_run_are_refused() {
         "{text}"
     );
     assert!(
-        text.contains("spec.execution.sandbox.mounts[1].source: `/var/run` (resolved: /run) is refused"),
+        text.contains(
+            "spec.execution.sandbox.mounts[1].source: `/var/run` (resolved: /run) is refused"
+        ),
         "{text}"
     );
     assert!(!workspace.path().join("ran").exists());
@@ -206,7 +222,11 @@ fn an_unprivileged_user_is_refused_the_same_mounts() {
     );
     std::fs::write(
         &spec,
-        task_spec("nobody", "x", &execution(&local(workspace.path()), &sandbox, "")),
+        task_spec(
+            "nobody",
+            "x",
+            &execution(&local(workspace.path()), &sandbox, ""),
+        ),
     )
     .unwrap();
     let output = Command::new("setpriv")
@@ -229,7 +249,9 @@ fn an_unprivileged_user_is_refused_the_same_mounts() {
     assert!(text.contains("mounts[0].source: `/` is refused"), "{text}");
     // Refused for where it lies, even where this user cannot follow the path.
     assert!(
-        text.contains("mounts[1].source: `/var/run/docker/containerd` is refused: it lies in /var/run"),
+        text.contains(
+            "mounts[1].source: `/var/run/docker/containerd` is refused: it lies in /var/run"
+        ),
         "{text}"
     );
     assert!(!home.path().join("runs").exists());
@@ -241,7 +263,10 @@ fn a_local_workspace_of_the_host_root_is_refused_at_once() {
     // Refused on its path: nothing is walked, nothing runs.
     for sandbox in ["none", "subprocess"] {
         let home = Home::new();
-        let text = refused(&home, &execution(&local(Path::new("/")), &provider(sandbox), ""));
+        let text = refused(
+            &home,
+            &execution(&local(Path::new("/")), &provider(sandbox), ""),
+        );
         assert!(
             text.contains("spec.execution.workspace.path: `/` is refused: it holds"),
             "{text}"
@@ -260,7 +285,11 @@ fn agentgate_home_and_its_ancestors_are_refused() {
     let run = |workspace: &Path| {
         std::fs::write(
             &task,
-            task_spec("home", "x", &execution(&local(workspace), &provider("none"), "")),
+            task_spec(
+                "home",
+                "x",
+                &execution(&local(workspace), &provider("none"), ""),
+            ),
         )
         .unwrap();
         Command::new(env!("CARGO_BIN_EXE_agentgate"))
@@ -278,10 +307,22 @@ fn agentgate_home_and_its_ancestors_are_refused() {
     ] {
         let output = run(&workspace);
         let text = stderr(&output);
-        assert_eq!(output.status.code(), Some(2), "{}: {text}", workspace.display());
-        assert!(text.contains(why) && text.contains("AGENTGATE_HOME"), "{text}");
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{}: {text}",
+            workspace.display()
+        );
+        assert!(
+            text.contains(why) && text.contains("AGENTGATE_HOME"),
+            "{text}"
+        );
         assert!(!workspace.join("ran").exists());
-        assert_eq!(std::fs::read_dir(&runs).unwrap().count(), 0, "a run started");
+        assert_eq!(
+            std::fs::read_dir(&runs).unwrap().count(),
+            0,
+            "a run started"
+        );
     }
 }
 
@@ -320,10 +361,7 @@ fn an_operators_list_replaces_the_defaults_and_an_allowed_mount_is_read_by_the_a
     std::fs::write(listed.path().join("data.txt"), "from the listed folder\n").unwrap();
     let in_temp = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
-    let grants = format!(
-        "mounts: [{}]\n",
-        listed.path().display()
-    );
+    let grants = format!("mounts: [{}]\n", listed.path().display());
     let mut providers = vec!["subprocess"];
     if docker_ready() {
         providers.push("docker");
@@ -332,10 +370,16 @@ fn an_operators_list_replaces_the_defaults_and_an_allowed_mount_is_read_by_the_a
         // Without the list, the folder is outside the default.
         let home = Home::new();
         let with_listed = format!("{}{}", provider(sandbox), mounts(&[listed.path()]));
-        let text = refused(&home, &execution(&local(workspace.path()), &with_listed, ""));
+        let text = refused(
+            &home,
+            &execution(&local(workspace.path()), &with_listed, ""),
+        );
         assert!(
             text.contains("must lie strictly below")
-                && text.contains(&format!("`mounts: [{}]`", listed.path().canonicalize().unwrap().display())),
+                && text.contains(&format!(
+                    "`mounts: [{}]`",
+                    listed.path().canonicalize().unwrap().display()
+                )),
             "{text}"
         );
 
@@ -352,8 +396,15 @@ fn an_operators_list_replaces_the_defaults_and_an_allowed_mount_is_read_by_the_a
             &execution(&local(workspace.path()), &with_listed, "cat /m0/data.txt"),
         ));
         assert!(output.status.success(), "{sandbox}: {}", stderr(&output));
-        assert!(workspace.path().join("ran").exists(), "{sandbox}: the agent did not run");
-        assert_eq!(home.log("stdout.log"), "from the listed folder\n", "{sandbox}");
+        assert!(
+            workspace.path().join("ran").exists(),
+            "{sandbox}: the agent did not run"
+        );
+        assert_eq!(
+            home.log("stdout.log"),
+            "from the listed folder\n",
+            "{sandbox}"
+        );
         std::fs::remove_file(workspace.path().join("ran")).unwrap();
     }
 
@@ -365,7 +416,10 @@ fn an_operators_list_replaces_the_defaults_and_an_allowed_mount_is_read_by_the_a
         format!("workspaces: [{}]\n", listed_workspace.path().display()),
     )
     .unwrap();
-    let text = refused(&home, &execution(&local(workspace.path()), &provider("none"), ""));
+    let text = refused(
+        &home,
+        &execution(&local(workspace.path()), &provider("none"), ""),
+    );
     assert!(text.contains("lists under `workspaces:`"), "{text}");
     let output = home.run_spec(&task_spec(
         "listed-workspace",
@@ -388,7 +442,9 @@ fn a_fresh_dest_path_is_held_to_the_policy_too() {
         ),
     );
     assert!(
-        text.contains("spec.execution.workspace.destPath: `/etc/agentgate-fresh-project` is refused"),
+        text.contains(
+            "spec.execution.workspace.destPath: `/etc/agentgate-fresh-project` is refused"
+        ),
         "{text}"
     );
     assert!(!Path::new("/etc/agentgate-fresh-project").exists());
@@ -410,7 +466,11 @@ fn validate_reports_each_refused_path_with_its_field_and_exits_2() {
         task_spec(
             "refused",
             "x",
-            &execution(&local(Path::new("/var/run/docker/containerd")), &sandbox, ""),
+            &execution(
+                &local(Path::new("/var/run/docker/containerd")),
+                &sandbox,
+                "",
+            ),
         ),
     )
     .unwrap();
@@ -472,7 +532,8 @@ fn the_old_docker_mounts_grant_still_allows_what_it_named_and_says_where_it_move
     let text = stderr(&output);
     assert!(output.status.success(), "{text}");
     assert!(
-        text.contains("warning:") && text.contains("`docker: mounts:` is read as the top-level `mounts:`"),
+        text.contains("warning:")
+            && text.contains("`docker: mounts:` is read as the top-level `mounts:`"),
         "{text}"
     );
     assert_eq!(home.log("stdout.log"), "old grant\n");
