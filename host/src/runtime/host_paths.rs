@@ -32,9 +32,11 @@
 //!
 //! What remains: the check is a snapshot. A socket created in an allowed folder after
 //! the check is visible to the agent, and a socket deeper than directly inside a mounted
-//! folder is not looked for (listing a whole tree is a walk). The Docker engine binds by
-//! path, so a host user who can write to a parent of an allowed folder can swap a
-//! component for a symlink between the check and the engine's mount; the agent has not
+//! folder is not looked for (listing a whole tree is a walk). The sealed `process`
+//! capability closes the race between check and bind (bubblewrap binds a descriptor of
+//! the checked folder and fails if its path now leads elsewhere), but the Docker engine
+//! binds by path: a host user who can write to a parent of an allowed folder can swap a
+//! component for a symlink between the check and the engine's mount. The agent has not
 //! started then, so it is not the one who can.
 
 use std::fmt;

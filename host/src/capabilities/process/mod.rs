@@ -274,7 +274,7 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         .arg("--")
         .args(&invocation.command)
         .current_dir("/");
-    let inherited = fds.seccomp.iter().copied();
+    let inherited = fds.seccomp.iter().copied().chain(view.bind_fds());
     let bwrap_reads = [init.as_raw_fd(), options.as_raw_fd()];
     for fd in inherited
         .chain(fds.info)

@@ -5,16 +5,19 @@
 //! our seccomp programs just before it runs the command. We only decide what goes in:
 //! the system's program and library folders and `/etc` read-only (with the files that
 //! hold host secrets hidden), a minimal `/dev`, the sandbox's own `/proc`, an empty
-//! `/tmp`, and the binds the provider asked for. Everything else of the host, homes,
-//! `/run`, sockets and agentgate's own state included, is simply not there.
+//! `/tmp`, and the binds the provider asked for, each checked against the run's bind
+//! scope ([`crate::runtime::host_paths`]) and handed to bubblewrap as a descriptor of the
+//! folder that was checked. Everything else of the host, homes, `/run`, sockets and
+//! agentgate's own state included, is simply not there.
 //!
 //! bubblewrap also runs a reaper as pid 1 of the new pid namespace: when the command
 //! exits, the reaper exits and the kernel kills everything left in the namespace, so
 //! `setsid` and double forks cannot outlive the command.
 
 use std::ffi::OsString;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::landlock;
 use crate::runtime::bindings::types::{Error, Mount};
@@ -47,9 +50,13 @@ pub struct SealedView {
     binds: Vec<Bind>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 struct Bind {
+    /// The resolved host path that was checked.
     source: PathBuf,
+    /// That path, opened (`O_PATH`) once checked: bubblewrap binds exactly this folder
+    /// (`--bind-fd`), and fails rather than bind another that took its path since.
+    fd: Arc<OwnedFd>,
     target: PathBuf,
     readonly: bool,
 }
@@ -105,13 +112,25 @@ impl SealedView {
                 }
                 refusal => Error::Denied(format!("bind {refusal}")),
             })?;
+            let fd = open_checked(&source).map_err(|e| {
+                Error::Failed(format!(
+                    "cannot mount {} into the sandbox: {e}",
+                    source.display()
+                ))
+            })?;
             checked.push(Bind {
                 source,
+                fd: Arc::new(fd),
                 target,
                 readonly: bind.readonly,
             });
         }
         Ok(SealedView { binds: checked })
+    }
+
+    /// The descriptors bubblewrap must inherit to bind the sources.
+    pub fn bind_fds(&self) -> impl Iterator<Item = RawFd> + '_ {
+        self.binds.iter().map(|b| b.fd.as_raw_fd())
     }
 
     fn binds_tmp(&self) -> bool {
@@ -158,10 +177,14 @@ impl SealedView {
             args.push(["--tmpfs", "/tmp"]);
         }
         for bind in &self.binds {
-            let flag = if bind.readonly { "--ro-bind" } else { "--bind" };
+            let flag = if bind.readonly {
+                "--ro-bind-fd"
+            } else {
+                "--bind-fd"
+            };
             args.push_os([
                 flag.into(),
-                bind.source.clone().into(),
+                bind.fd.as_raw_fd().to_string().into(),
                 bind.target.clone().into(),
             ]);
         }
@@ -264,6 +287,22 @@ impl Args {
     }
 }
 
+/// Opens the checked path `source` (resolved, so no symlink is left in it) and makes
+/// sure the descriptor is still at that path: a folder on the way swapped for a symlink
+/// since the check would have led the open elsewhere.
+fn open_checked(source: &Path) -> std::io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(source, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+    let now = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    if now != source {
+        return Err(std::io::Error::other(format!(
+            "it changed while it was checked (it now leads to {})",
+            now.display()
+        )));
+    }
+    Ok(fd)
+}
+
 /// `path` without `.`, `..` and repeated slashes; `..` never climbs above `/`.
 fn lexically_normal(path: &str) -> PathBuf {
     let mut parts: Vec<&str> = Vec::new();
@@ -343,11 +382,14 @@ mod tests {
         assert!(args.contains("--cap-drop ALL"), "{args}");
         assert!(args.contains("--ro-bind /etc /etc"), "{args}");
         assert!(args.contains("--ro-bind /dev/null /etc/shadow"), "{args}");
+        // Each source goes over as the descriptor of the folder that was checked.
+        let fds: Vec<RawFd> = view.bind_fds().collect();
         assert!(
-            args.contains(&format!("--ro-bind {source} /workspace")),
+            args.contains(&format!("--ro-bind-fd {} /workspace", fds[0])),
             "{args}"
         );
-        assert!(args.contains(&format!("--bind {source} /tmp")), "{args}");
+        assert!(args.contains(&format!("--bind-fd {} /tmp", fds[1])), "{args}");
+        assert!(!args.contains(source), "{args}");
         assert!(
             !args.contains("--tmpfs /tmp"),
             "a bound /tmp replaces the empty one"
@@ -472,5 +514,18 @@ mod tests {
         let view =
             SealedView::new(vec![mount(link.to_str().unwrap(), "/data", true)], &scope).unwrap();
         assert_eq!(view.binds[0].source, inner.canonicalize().unwrap());
+    }
+
+    #[test]
+    fn a_path_that_no_longer_leads_to_what_was_checked_is_not_opened() {
+        // As if a folder on the checked path had been swapped for a symlink since.
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let swapped = dir.path().join("swapped");
+        std::os::unix::fs::symlink(&real, &swapped).unwrap();
+        let error = open_checked(&swapped).unwrap_err().to_string();
+        assert!(error.contains("changed while it was checked"), "{error}");
+        assert!(open_checked(&real.canonicalize().unwrap()).is_ok());
     }
 }
