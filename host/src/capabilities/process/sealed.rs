@@ -388,7 +388,10 @@ mod tests {
             args.contains(&format!("--ro-bind-fd {} /workspace", fds[0])),
             "{args}"
         );
-        assert!(args.contains(&format!("--bind-fd {} /tmp", fds[1])), "{args}");
+        assert!(
+            args.contains(&format!("--bind-fd {} /tmp", fds[1])),
+            "{args}"
+        );
         assert!(!args.contains(source), "{args}");
         assert!(
             !args.contains("--tmpfs /tmp"),
