@@ -52,9 +52,7 @@ pub struct SealedView {
 
 #[derive(Debug, Clone)]
 struct Bind {
-    /// The resolved host path that was checked.
-    source: PathBuf,
-    /// That path, opened (`O_PATH`) once checked: bubblewrap binds exactly this folder
+    /// The resolved host path that was checked, opened (`O_PATH`) once checked: bubblewrap binds exactly this folder
     /// (`--bind-fd`), and fails rather than bind another that took its path since.
     fd: Arc<OwnedFd>,
     target: PathBuf,
@@ -119,7 +117,6 @@ impl SealedView {
                 ))
             })?;
             checked.push(Bind {
-                source,
                 fd: Arc::new(fd),
                 target,
                 readonly: bind.readonly,
@@ -516,7 +513,9 @@ mod tests {
         std::os::unix::fs::symlink(&inner, &link).unwrap();
         let view =
             SealedView::new(vec![mount(link.to_str().unwrap(), "/data", true)], &scope).unwrap();
-        assert_eq!(view.binds[0].source, inner.canonicalize().unwrap());
+        let fd = view.bind_fds().next().unwrap();
+        let bound = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
+        assert_eq!(bound, inner.canonicalize().unwrap());
     }
 
     #[test]
