@@ -81,15 +81,8 @@ pub enum PathUse {
 }
 
 impl PathUse {
-    /// The key of `grants.yaml` that lists the allowed folders.
+    /// The key of `grants.yaml` that lists the allowed folders (and the word for them).
     pub fn grants_key(self) -> &'static str {
-        match self {
-            PathUse::Workspace => "workspaces",
-            PathUse::Mount => "mounts",
-        }
-    }
-
-    fn plural(self) -> &'static str {
         match self {
             PathUse::Workspace => "workspaces",
             PathUse::Mount => "mounts",
@@ -195,16 +188,16 @@ impl Allowed {
         match self {
             Allowed::Default(roots) => format!(
                 "{} must lie strictly below {} (the default: $AGENTGATE_HOME/grants.yaml lists no `{key}:`)",
-                use_.plural(),
+                use_.grants_key(),
                 if roots.is_empty() { "no folder".to_string() } else { list(roots) },
             ),
             Allowed::Listed(roots) if roots.is_empty() => format!(
                 "the operator allows no host folder for {} (`{key}:` in $AGENTGATE_HOME/grants.yaml lists none that exists)",
-                use_.plural()
+                use_.grants_key()
             ),
             Allowed::Listed(roots) => format!(
                 "{} must lie in a folder the operator lists under `{key}:` in $AGENTGATE_HOME/grants.yaml ({})",
-                use_.plural(),
+                use_.grants_key(),
                 list(roots)
             ),
         }
