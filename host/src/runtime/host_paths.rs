@@ -291,12 +291,6 @@ pub struct HostPaths {
 
 impl HostPaths {
     pub fn new(grants: &PathGrants, host: &HostFolders) -> HostPaths {
-        let defaults: Vec<PathBuf> = host
-            .user_home
-            .iter()
-            .chain([&host.temp])
-            .filter_map(|p| p.canonicalize().ok())
-            .collect();
         let mut protected = Vec::new();
         let mut protect = |path: &Path, why: Protected| {
             // Both the path as written and where it leads (`/var/run` is `/run`).
@@ -319,6 +313,20 @@ impl HostPaths {
         if let Some(socket) = &host.engine_socket {
             protect(socket, Protected::EngineSocket);
         }
+        // A home of `/` (some service accounts) or inside a system folder is no default:
+        // below it lies the whole system.
+        let system = |root: &Path| {
+            protected.iter().any(|(folder, why)| {
+                *why == Protected::System && (root.starts_with(folder) || folder.starts_with(root))
+            })
+        };
+        let defaults: Vec<PathBuf> = host
+            .user_home
+            .iter()
+            .chain([&host.temp])
+            .filter_map(|p| p.canonicalize().ok())
+            .filter(|root| !system(root))
+            .collect();
         HostPaths {
             workspaces: Allowed::new(grants.workspaces.as_ref(), &defaults),
             mounts: Allowed::new(grants.mounts.as_ref(), &defaults),
@@ -749,6 +757,19 @@ mod tests {
         let elsewhere = host.elsewhere("srv");
         let refusal = refused(&paths, PathUse::Workspace, &elsewhere);
         assert!(refusal.to_string().contains("`workspaces: ["), "{refusal}");
+    }
+
+    #[test]
+    fn a_home_of_the_root_folder_allows_nothing_by_default() {
+        let host = TestHost::new();
+        let mut folders = host.folders();
+        folders.user_home = Some("/".into());
+        let paths = HostPaths::new(&PathGrants::default(), &folders);
+        let elsewhere = host.elsewhere("srv");
+        let refusal = refused(&paths, PathUse::Workspace, &elsewhere);
+        assert!(matches!(refusal, Refusal::NotAllowed { .. }), "{refusal}");
+        let in_temp = host.dir(&host.temp, "work");
+        assert!(paths.check(PathUse::Workspace, &in_temp, true).is_ok());
     }
 
     #[test]
