@@ -99,7 +99,12 @@ impl Run {
 
     /// The `execution` section: the workspace, a subprocess sandbox on the host network
     /// (the model server listens on the host's loopback) with the CLIs mounted, `agent`.
+    /// The CLI folder is outside the home and temporary folders, so the home's operator
+    /// allows it in `grants.yaml`, as an operator would.
     fn execution(&self, clis: Option<&Path>, timeout: &str, agent: &str) -> String {
+        if let Some(dir) = clis {
+            self.allow_mounts_of(dir);
+        }
         let mounts = clis
             .map(|dir| {
                 format!(
@@ -112,6 +117,15 @@ impl Run {
             "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: subprocess\n  network: host\n  resources:\n    timeout: {timeout}\n{mounts}{agent}",
             self.workspace.path().display()
         )
+    }
+
+    /// Writes the operator's `grants.yaml`: sandboxes may bind `dir`.
+    fn allow_mounts_of(&self, dir: &Path) {
+        std::fs::write(
+            self.home.dir.path().join("grants.yaml"),
+            format!("mounts: [{}]\n", dir.display()),
+        )
+        .unwrap();
     }
 
     /// Runs `agentgate run` with `secrets` exported and passed by `--secret-env`.
@@ -776,12 +790,9 @@ fn claude_code_in_docker_completes_a_tool_session() {
         clis.display(),
         claude_agent("claude-code-api", &format!("maxRetries: 0\nbaseUrl: {}", server.url())),
     );
-    // The CLI folder is outside the workspace: containers bind it only by the operator's grant.
-    std::fs::write(
-        run.home.dir.path().join("grants.yaml"),
-        format!("docker:\n  mounts: [{}]\n", clis.display()),
-    )
-    .unwrap();
+    // The CLI folder is outside the home and temporary folders: sandboxes bind it only
+    // by the operator's grant.
+    run.allow_mounts_of(clis);
     let output = run.run(&execution, &[("ANTHROPIC_API_KEY", API_KEY)]);
     assert!(output.status.success(), "{}", describe(&output, &run));
     let notes = std::fs::read_to_string(run.workspace.path().join("NOTES.md")).unwrap();

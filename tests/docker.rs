@@ -16,44 +16,15 @@ mod support;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 
 use support::{
-    assert_mount_tables_hide, assert_probe_refused_what_it_must, eventually, place_syscall_probe,
-    processes_with_arg, shell_agent, stderr, task_spec, Home, MOUNT_TABLES_SCRIPT,
+    assert_mount_tables_hide, assert_probe_refused_what_it_must, docker_ready, eventually,
+    place_syscall_probe, processes_with_arg, shell_agent, stderr, task_spec, Home,
+    MOUNT_TABLES_SCRIPT,
 };
 
 /// The test image: busybox only, built once per test binary.
 const IMAGE: &str = support::DOCKER_TEST_IMAGE;
-
-/// Whether the engine answers and the test image exists; builds it the first time.
-fn docker_ready() -> bool {
-    static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    let ready = READY.get_or_init(|| {
-        let info = Command::new("docker")
-            .args(["info", "--format", "{{.ServerVersion}}"])
-            .output();
-        match info {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => return Err(format!("`docker info` failed: {}", stderr(&out))),
-            Err(e) => return Err(format!("cannot run `docker`: {e}")),
-        }
-        support::docker_test_image()
-    });
-    match ready {
-        Ok(()) => true,
-        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("CI=true and the Docker engine is not usable: {why}")
-        }
-        Err(why) => {
-            eprintln!(
-                "\n!!!!! SKIPPED: this test needs a running Docker engine ({why}); \
-                 start dockerd and rerun !!!!!\n"
-            );
-            false
-        }
-    }
-}
 
 /// A `local` workspace in a `docker` sandbox with extra `sandbox` lines.
 fn in_docker(workspace: &Path, readonly: bool, sandbox_extra: &str, agent: &str) -> String {
@@ -382,13 +353,17 @@ fn host_network_needs_the_operators_grant() {
 }
 
 #[test]
-fn mounts_outside_the_workspace_need_the_operators_grant() {
+fn mounts_outside_the_workspace_need_the_operators_list_once_there_is_one() {
     if !docker_ready() {
         return;
     }
     let workspace = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
+    let listed = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("data.txt"), "outside").unwrap();
+    std::fs::write(listed.path().join("data.txt"), "listed").unwrap();
+    // The operator lists one folder: the default (below the temporary folder) is gone.
+    let grants = format!("mounts: [{}]\n", listed.path().display());
     // A symlink inside the workspace does not smuggle the folder in either.
     std::os::unix::fs::symlink(outside.path(), workspace.path().join("link")).unwrap();
     for source in [outside.path().to_path_buf(), workspace.path().join("link")] {
@@ -396,22 +371,16 @@ fn mounts_outside_the_workspace_need_the_operators_grant() {
             "mounts:\n  - source: {}\n    target: /data\n",
             source.display()
         );
-        let home = run(workspace.path(), false, &mount, "cat /data/data.txt");
-        let result = home.result();
-        assert_ne!(result["status"], "succeeded", "{result:#}");
+        let error = refused_before_start(&grants, workspace.path(), &mount);
         assert!(
-            result["error"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("outside the run's workspace"),
-            "{result:#}"
+            error.contains("spec.execution.sandbox.mounts[0].source")
+                && error.contains("lists under `mounts:`"),
+            "{error}"
         );
-        assert!(!home.log("stdout.log").contains("outside"));
     }
-    let grants = format!("docker:\n  mounts: [{}]\n", outside.path().display());
     let mount = format!(
         "mounts:\n  - source: {}\n    target: /data\n",
-        outside.path().display()
+        listed.path().display()
     );
     let home = run_granted(
         &grants,
@@ -420,7 +389,23 @@ fn mounts_outside_the_workspace_need_the_operators_grant() {
         &mount,
         "cat /data/data.txt",
     );
-    assert_eq!(home.log("stdout.log"), "outside");
+    assert_eq!(home.log("stdout.log"), "listed");
+}
+
+/// Runs a TaskSpec the host must refuse before anything starts; returns its stderr.
+fn refused_before_start(grants: &str, workspace: &Path, sandbox_extra: &str) -> String {
+    let home = Home::new();
+    std::fs::write(home.dir.path().join("grants.yaml"), grants).unwrap();
+    let output = home.run_spec(&task_spec(
+        "refused",
+        "x",
+        &in_docker(workspace, false, sandbox_extra, &shell_agent("touch ran")),
+    ));
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    // No run id was made, so nothing on the engine can carry one of this run.
+    assert!(!home.dir.path().join("runs").exists());
+    assert!(!workspace.join("ran").exists());
+    stderr(&output)
 }
 
 #[test]
@@ -433,7 +418,7 @@ fn root_in_the_container_cannot_write_readonly_mounts_or_reach_the_engine() {
     let extra = tempfile::tempdir().unwrap();
     std::fs::write(extra.path().join("data.txt"), "data").unwrap();
     let home = run_granted(
-        &format!("docker:\n  mounts: [{}]\n", extra.path().display()),
+        &format!("mounts: [{}]\n", extra.path().display()),
         workspace.path(),
         true,
         &format!(
@@ -477,20 +462,17 @@ fn mounting_the_engines_socket_is_refused() {
         return;
     }
     let workspace = tempfile::tempdir().unwrap();
-    let home = run(
+    // Whatever the operator lists: `/var/run` is a system folder.
+    let error = refused_before_start(
+        "mounts: [/]\n",
         workspace.path(),
-        false,
         "mounts:\n  - source: /var/run\n    target: /hostrun\n    readonly: true\n",
-        "ls /hostrun",
     );
-    let result = home.result();
-    assert_ne!(result["status"], "succeeded", "{result:#}");
     assert!(
-        result["error"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("socket"),
-        "{result:#}"
+        error.contains("spec.execution.sandbox.mounts[0].source")
+            && error.contains("a system folder")
+            && error.contains("no grant allows it"),
+        "{error}"
     );
 }
 

@@ -24,17 +24,18 @@ MIIBCgKCAQEAwhvMcS4ZXB4hqjTDgo5kRuFb9aSCCxRrW3tsvfq8uYDwQn1lkm0O\n\
 /// One run of `agentgate run` in its own home, against a workspace outside it.
 struct Run {
     home: tempfile::TempDir,
+    _workspace: tempfile::TempDir,
     output: Output,
 }
 
 impl Run {
     fn new(secret: &str, script: &str, json: bool) -> Run {
         let home = tempfile::tempdir().unwrap();
-        let workspace = home.path().join("ws");
-        std::fs::create_dir(&workspace).unwrap();
+        // Not inside the home: agentgate's own folder is never a workspace.
+        let workspace = tempfile::tempdir().unwrap();
         let execution = format!(
             "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: none\n{}",
-            workspace.display(),
+            workspace.path().display(),
             shell_agent(script)
         );
         let task = home.path().join("task.yaml");
@@ -55,7 +56,11 @@ impl Run {
             .env("MODEL_API_KEY", secret)
             .output()
             .expect("running agentgate");
-        Run { home, output }
+        Run {
+            home,
+            _workspace: workspace,
+            output,
+        }
     }
 
     fn folder(&self) -> PathBuf {

@@ -150,6 +150,37 @@ pub fn processes_with_arg(arg: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Whether the engine answers and [`DOCKER_TEST_IMAGE`] exists; builds it the first
+/// time. Under `CI=true` an unusable engine fails the test; elsewhere it says loudly
+/// that the test is skipped.
+pub fn docker_ready() -> bool {
+    static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let ready = READY.get_or_init(|| {
+        let info = Command::new("docker")
+            .args(["info", "--format", "{{.ServerVersion}}"])
+            .output();
+        match info {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => return Err(format!("`docker info` failed: {}", stderr(&out))),
+            Err(e) => return Err(format!("cannot run `docker`: {e}")),
+        }
+        docker_test_image()
+    });
+    match ready {
+        Ok(()) => true,
+        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true and the Docker engine is not usable: {why}")
+        }
+        Err(why) => {
+            eprintln!(
+                "\n!!!!! SKIPPED: this test needs a running Docker engine ({why}); \
+                 start dockerd and rerun !!!!!\n"
+            );
+            false
+        }
+    }
+}
+
 /// The busybox-only image the Docker tests run (no registry is reachable here).
 pub const DOCKER_TEST_IMAGE: &str = "agentgate-test/busybox:1";
 

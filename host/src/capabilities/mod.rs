@@ -14,12 +14,12 @@ pub mod github;
 pub mod process;
 pub mod sandbox;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::record::EventSink;
 use crate::runtime::grants::DockerGrant;
+use crate::runtime::host_paths::BindScope;
 
 pub use sandbox::SandboxBroker;
 
@@ -29,9 +29,9 @@ pub struct RunContext {
     pub events: Arc<EventSink>,
     /// The operator's allowances for containers, from `grants.yaml`.
     pub docker: DockerGrant,
-    /// The folders the host gave this run's sandbox (workspace, state): a container may
-    /// bind these without an operator's grant.
-    sandbox_folders: OnceLock<Vec<PathBuf>>,
+    /// What a sandbox may bind: the folders the host gave this run's sandbox
+    /// (workspace, state) and what the operator allows for mounts. Unset, nothing.
+    bind_scope: OnceLock<BindScope>,
     broker: OnceLock<Arc<SandboxBroker>>,
     /// False while a plugin is only being described: no host interface may act then.
     active: bool,
@@ -48,7 +48,7 @@ impl RunContext {
             run_id,
             events,
             docker,
-            sandbox_folders: OnceLock::new(),
+            bind_scope: OnceLock::new(),
             broker: OnceLock::new(),
             active: true,
             exec_ids: AtomicU64::new(0),
@@ -63,7 +63,7 @@ impl RunContext {
             run_id: String::new(),
             events: Arc::new(EventSink::discard()),
             docker: DockerGrant::default(),
-            sandbox_folders: OnceLock::new(),
+            bind_scope: OnceLock::new(),
             broker: OnceLock::new(),
             active: false,
             exec_ids: AtomicU64::new(0),
@@ -96,13 +96,14 @@ impl RunContext {
         self.broker.get()
     }
 
-    /// Records the folders the host prepared for the run's sandbox.
-    pub fn set_sandbox_folders(&self, folders: Vec<PathBuf>) {
-        let _ = self.sandbox_folders.set(folders);
+    /// Sets what the run's sandbox may bind, once the host prepared its folders.
+    pub fn set_bind_scope(&self, scope: BindScope) {
+        let _ = self.bind_scope.set(scope);
     }
 
-    pub(crate) fn sandbox_folders(&self) -> &[PathBuf] {
-        self.sandbox_folders.get().map_or(&[], Vec::as_slice)
+    /// What a sandbox capability may bind now: nothing before [`Self::set_bind_scope`].
+    pub(crate) fn bind_scope(&self) -> BindScope {
+        self.bind_scope.get().cloned().unwrap_or_default()
     }
 
     /// Lets the `git` capability clone into or open repositories under `dir` (the

@@ -198,8 +198,17 @@ impl Cli {
     /// Loads the runtime with this invocation's plugin directories and grants.
     /// Components never seen before are compiled and described, with progress shown.
     async fn runtime(&self) -> Result<std::sync::Arc<Runtime>, LoadError> {
-        let home = self.home();
-        let mut grants = Grants::from_file(&home.join("grants.yaml"))?;
+        let grants = self.grants()?;
+        self.runtime_with(grants).await
+    }
+
+    /// The operator's grants: `grants.yaml`, then `--grant` flags and the Agent SDK
+    /// driver's base URL. What the file should change is printed as a warning.
+    fn grants(&self) -> Result<Grants, GrantsError> {
+        let mut grants = Grants::from_file(&self.home().join("grants.yaml"))?;
+        for warning in &grants.warnings {
+            eprintln!("warning: {warning}");
+        }
         for flag in &self.grants {
             grants.add_flag(flag)?;
         }
@@ -210,6 +219,11 @@ impl Cli {
         {
             grants.set_anthropic_base_url(&url)?;
         }
+        Ok(grants)
+    }
+
+    /// Loads the runtime with this invocation's plugin directories and `grants`.
+    async fn runtime_with(&self, grants: Grants) -> Result<std::sync::Arc<Runtime>, LoadError> {
         Runtime::new(RuntimeConfig {
             cache_dir: Some(self.cache_dir()),
             cache_max_bytes: self.cache_size,

@@ -1,14 +1,17 @@
 //! `agentgate validate FILE...`: check documents without touching the machine.
 //!
 //! Each document is parsed and checked; then its `options` are checked against the
-//! schemas of the installed plugins. A value no installed plugin serves is only a
-//! note: the document may be meant for another machine.
+//! schemas of the installed plugins, and its host paths against the operator's host
+//! path policy ([`crate::runtime::host_paths`]), as `run` would before it starts. A
+//! value no installed plugin serves, or a host path that does not exist here (or is
+//! relative), is only a note: the document may be meant for another machine.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::Cli;
 use crate::engine::{resolve_plugins, PluginProblem};
+use crate::runtime::host_paths::HostPaths;
 
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
@@ -18,14 +21,26 @@ pub struct ValidateArgs {
 }
 
 pub async fn run(cli: &Cli, args: &ValidateArgs) -> ExitCode {
-    let runtime = match cli.runtime().await {
-        Ok(runtime) => Some(runtime),
+    let mut failed = false;
+    let (runtime, host_paths) = match cli.grants() {
+        Ok(grants) => {
+            let host_paths = HostPaths::of_this_host(&grants.paths, cli.home());
+            let runtime = match cli.runtime_with(grants).await {
+                Ok(runtime) => Some(runtime),
+                Err(e) => {
+                    eprintln!("note: plugins could not be loaded, so options are not checked: {e}");
+                    None
+                }
+            };
+            (runtime, Some(host_paths))
+        }
+        // Without the operator's grants neither plugins nor host paths can be judged.
         Err(e) => {
-            eprintln!("note: plugins could not be loaded, so options are not checked: {e}");
-            None
+            eprintln!("error: {e}");
+            failed = true;
+            (None, None)
         }
     };
-    let mut failed = false;
     for file in &args.files {
         let spec = match crate::taskspec::parse_file(file) {
             Ok(spec) => spec,
@@ -47,6 +62,16 @@ pub async fn run(cli: &Cli, args: &ValidateArgs) -> ExitCode {
                     file_failed = true;
                     eprintln!("{}: {problem}", file.display());
                 }
+            }
+        }
+        for problem in host_paths.iter().flat_map(|paths| paths.check_spec(&spec)) {
+            // Not found here, or relative (the seed format allows `./node_modules`):
+            // `run` refuses it, but the document may be meant for another machine.
+            if problem.refusal.is_input_error() {
+                eprintln!("{}: note: {problem}", file.display());
+            } else {
+                file_failed = true;
+                eprintln!("{}: {problem}", file.display());
             }
         }
         if file_failed {

@@ -33,6 +33,7 @@ use crate::runtime::bindings::types::{EnvVar, Label, Mount, NetworkMode, Resourc
 use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::source::{
     PreparedWorkspace, WorkspaceRequest,
 };
+use crate::runtime::host_paths::{self, BindScope, HostPaths, PathUse};
 use crate::runtime::instance::SourceInstance;
 use crate::runtime::{LoadedPlugin, PluginError, Runtime};
 use crate::taskspec::{self, Network, TaskSpec};
@@ -159,7 +160,12 @@ async fn start(
         )
     })?;
 
-    check_mount_sources(&request.spec)?;
+    // Every host path the TaskSpec names, before anything starts (nothing walks `/`).
+    let host_paths = Arc::new(HostPaths::of_this_host(
+        runtime.path_grants(),
+        &request.home,
+    ));
+    check_host_paths(&host_paths, &request.spec)?;
 
     let run_id = uuid::Uuid::now_v7().simple().to_string();
     // The registry first: a run it cannot record could not be cleaned up after a crash,
@@ -209,6 +215,7 @@ async fn start(
         spec: &request.spec,
         plugins,
         ctx: RunContext::new(run_id, events.clone(), runtime.docker_grant().clone()),
+        host_paths,
         events,
         redactor,
         folder,
@@ -259,6 +266,8 @@ struct Run<'a> {
     spec: &'a TaskSpec,
     plugins: Plugins<'a>,
     ctx: Arc<RunContext>,
+    /// Which host folders the TaskSpec and the sandbox may reach.
+    host_paths: Arc<HostPaths>,
     events: Arc<EventSink>,
     redactor: Arc<Redactor>,
     folder: RunFolder,
@@ -375,7 +384,11 @@ impl Run<'_> {
             .prepare(&request, deadline)
             .await
             .map_err(Outcome::plugin)?;
+        // Any source plugin may name any root: one outside the run's folder is held to
+        // the policy before it is created or read, and again once resolved.
+        self.check_workspace_root(&prepared.root, false)?;
         let workspace = materialize(&prepared).map_err(|e| Outcome::host(e.to_string()))?;
+        self.check_workspace_root(&workspace.root.display().to_string(), true)?;
         self.ctx.allow_repo_root(&workspace.root);
         self.events
             .host_log("info", format!("workspace: {}", prepared.description));
@@ -412,6 +425,24 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// Refuses a workspace root outside the run's folder that the host path policy
+    /// refuses (a `local` path or `fresh` destPath, or a plugin's own choice).
+    fn check_workspace_root(&self, root: &str, must_exist: bool) -> Result<(), Outcome> {
+        let run_folder = self.folder.path().canonicalize().unwrap_or_default();
+        let inside_run = host_paths::resolve(root, false)
+            .is_ok_and(|(resolved, _)| resolved.starts_with(&run_folder));
+        if inside_run {
+            return Ok(());
+        }
+        self.host_paths
+            .check(PathUse::Workspace, root, must_exist)
+            .map(|_| ())
+            .map_err(|refusal| Outcome::Failed {
+                status: RunStatus::Invalid,
+                message: format!("the workspace root: {refusal}"),
+            })
+    }
+
     async fn create_sandbox(&mut self, deadline: Instant) -> Result<(), Outcome> {
         let workspace = self.workspace.clone().expect("prepared before the sandbox");
         let spec = &self.spec.spec.execution.sandbox;
@@ -424,8 +455,10 @@ impl Run<'_> {
             .folder
             .scratch(SANDBOX_STATE)
             .map_err(|e| Outcome::host(format!("creating the sandbox state dir: {e}")))?;
-        self.ctx
-            .set_sandbox_folders(vec![workspace.root.clone(), state_dir.clone()]);
+        self.ctx.set_bind_scope(BindScope::new(
+            &[workspace.root.clone(), state_dir.clone()],
+            self.host_paths.clone(),
+        ));
         let request = SandboxRequest {
             run_id: self.ctx.run_id.clone(),
             provider: spec.provider.clone(),
@@ -925,19 +958,22 @@ fn recorded_taskspec(spec: &TaskSpec, prompt: Option<&str>) -> serde_json::Value
     value
 }
 
-/// Every `sandbox.mounts` source must exist before anything starts: a typo found after
-/// the workspace was cloned wastes the run, and a sandbox must never create host paths.
-fn check_mount_sources(spec: &TaskSpec) -> Result<(), RunError> {
-    for (index, mount) in spec.spec.execution.sandbox.mounts.iter().enumerate() {
-        if let Err(e) = std::fs::metadata(&mount.source) {
-            return Err(RunError::Invalid(format!(
-                "spec.execution.sandbox.mounts[{index}].source: {} cannot be mounted ({e}); \
-                 create it or fix the path",
-                mount.source
-            )));
-        }
+/// Every host path of the TaskSpec (workspace, `sandbox.mounts` sources) must exist and
+/// be allowed before anything starts: a typo found after the workspace was cloned wastes
+/// the run, a sandbox must never create host paths, and a refused folder (`/`) must not
+/// be walked.
+fn check_host_paths(paths: &HostPaths, spec: &TaskSpec) -> Result<(), RunError> {
+    let problems = paths.check_spec(spec);
+    if problems.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    Err(RunError::Invalid(
+        problems
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    ))
 }
 
 fn agent_task(

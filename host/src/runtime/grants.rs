@@ -12,13 +12,17 @@
 //! `http` is granted together with the hosts it may reach (`hosts` in the grants file,
 //! `--grant NAME=http:HOST`); with none listed it reaches nothing. The built-in
 //! `agent-claude-agent-sdk` may reach only the host of `ANTHROPIC_BASE_URL`.
+//!
+//! The file also says which host folders a TaskSpec may reach (`workspaces:`,
+//! `mounts:`); the policy that applies them is [`super::host_paths`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::host_paths::PathGrants;
 use super::wasi_http::{BadHost, HostAllowlist};
 
 /// A host interface a plugin can be granted.
@@ -307,19 +311,35 @@ pub struct Grants {
     /// plugin creates them.
     #[serde(default)]
     pub docker: DockerGrant,
+    /// Host folders a TaskSpec's workspace (`local` path, `fresh` destPath) may be in,
+    /// with what is below them (absolute, or starting with `~/`); replaces the default
+    /// (below the user's home and the temporary folder). See [`super::host_paths`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspaces: Option<Vec<String>>,
+    /// Host folders a TaskSpec's `sandbox.mounts` may bind, for every provider; as
+    /// `workspaces`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mounts: Option<Vec<String>>,
+    /// `workspaces` and `mounts` as paths, `~` expanded (`docker.mounts` read into
+    /// `mounts`): set by [`Grants::from_file`].
+    #[serde(skip)]
+    pub paths: PathGrants,
+    /// What the operator should change in the file, though it still works.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
 }
 
-/// The operator's allowances for containers. The defaults keep the agent to its run:
-/// no host network, and bind mounts only of the run's own workspace and state.
+/// The operator's allowances for containers. The default keeps the agent off the host's
+/// network; which host folders containers may bind is the top-level `mounts:`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DockerGrant {
     /// `network: host` is allowed.
     #[serde(default)]
     pub host_network: bool,
-    /// Host folders (absolute, or starting with `~/`) that containers may bind, with
-    /// everything below them, besides the run's workspace.
-    #[serde(default)]
+    /// The former place of the top-level `mounts:`, still read into it (with a
+    /// warning): it now holds for every provider.
+    #[serde(default, skip_serializing)]
     pub mounts: Vec<String>,
 }
 
@@ -360,6 +380,13 @@ pub enum GrantsError {
     HostsWithoutHttp { path: String, plugin: String },
     #[error("ANTHROPIC_BASE_URL: {0}")]
     BadBaseUrl(BadHost),
+    #[error("the grants file {path}: {key}: {entry:?} {message}; write an absolute path or one starting with ~/")]
+    BadFolder {
+        path: String,
+        key: String,
+        entry: String,
+        message: String,
+    },
 }
 
 impl Grants {
@@ -376,10 +403,12 @@ impl Grants {
                 })
             }
         };
-        let grants: Grants = serde_yaml::from_str(&text).map_err(|source| GrantsError::Parse {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let mut grants: Grants =
+            serde_yaml::from_str(&text).map_err(|source| GrantsError::Parse {
+                path: path.display().to_string(),
+                source,
+            })?;
+        grants.read_folders(path)?;
         for (plugin, grant) in &grants.plugins {
             let at = |source| GrantsError::BadHost {
                 path: path.display().to_string(),
@@ -395,6 +424,54 @@ impl Grants {
             }
         }
         Ok(grants)
+    }
+
+    /// Expands `workspaces:` and `mounts:` into [`Grants::paths`]; `docker: mounts:`, the
+    /// old place of `mounts:`, is read into it with a warning, so an operator's file
+    /// keeps working (and still allows no more than it named).
+    fn read_folders(&mut self, path: &Path) -> Result<(), GrantsError> {
+        let env = |name: &str| std::env::var(name).ok();
+        let expand = |key: &str, entries: &[String]| {
+            entries
+                .iter()
+                .map(|entry| {
+                    let bad = |message: String| GrantsError::BadFolder {
+                        path: path.display().to_string(),
+                        key: key.to_string(),
+                        entry: entry.clone(),
+                        message,
+                    };
+                    let expanded = crate::taskspec::expand_home(entry, &env).map_err(bad)?;
+                    if expanded.starts_with('/') {
+                        Ok(PathBuf::from(expanded))
+                    } else {
+                        Err(bad("is not an absolute path".into()))
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let workspaces = self
+            .workspaces
+            .as_deref()
+            .map(|w| expand("workspaces", w))
+            .transpose()?;
+        let mut mounts = self
+            .mounts
+            .as_deref()
+            .map(|m| expand("mounts", m))
+            .transpose()?;
+        if !self.docker.mounts.is_empty() {
+            let old = expand("docker.mounts", &self.docker.mounts)?;
+            mounts.get_or_insert_with(Vec::new).extend(old);
+            self.warnings.push(format!(
+                "{}: `docker: mounts:` is read as the top-level `mounts:`, which now holds for \
+                 every sandbox provider; move the list there (e.g. `mounts: [{}]`)",
+                path.display(),
+                self.docker.mounts.join(", ")
+            ));
+        }
+        self.paths = PathGrants { workspaces, mounts };
+        Ok(())
     }
 
     /// Lets the built-in `agent-claude-agent-sdk` reach the host of `url` (the
@@ -692,6 +769,58 @@ mod tests {
         let text = Grants::from_file(&path).unwrap_err().to_string();
         assert!(text.contains("unknown field `host_network`"), "{text}");
         assert!(text.contains("line 2"), "{text}");
+    }
+
+    #[test]
+    fn host_folders_are_read_with_home_expanded_and_the_old_docker_list_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grants.yaml");
+        let home = std::env::var("HOME").unwrap();
+        std::fs::write(&path, "workspaces: [~/src, /srv/repos]\nmounts: []\n").unwrap();
+        let grants = Grants::from_file(&path).unwrap();
+        assert_eq!(
+            grants.paths.workspaces,
+            Some(vec![
+                PathBuf::from(format!("{home}/src")),
+                "/srv/repos".into()
+            ])
+        );
+        assert_eq!(
+            grants.paths.mounts,
+            Some(vec![]),
+            "an empty list allows nothing"
+        );
+        assert!(grants.warnings.is_empty());
+
+        // Where the operator said nothing, the default holds.
+        std::fs::write(&path, "plugins: {}\n").unwrap();
+        assert_eq!(
+            Grants::from_file(&path).unwrap().paths,
+            PathGrants::default()
+        );
+
+        // `docker: mounts:` still allows what it names, now for every provider, and says so.
+        std::fs::write(&path, "docker:\n  mounts: [~/data]\nmounts: [/srv/x]\n").unwrap();
+        let grants = Grants::from_file(&path).unwrap();
+        assert_eq!(
+            grants.paths.mounts,
+            Some(vec!["/srv/x".into(), PathBuf::from(format!("{home}/data"))])
+        );
+        assert!(
+            grants.warnings[0].contains("`docker: mounts:` is read as the top-level `mounts:`"),
+            "{:?}",
+            grants.warnings
+        );
+
+        std::fs::write(&path, "workspaces: [src]\n").unwrap();
+        let text = Grants::from_file(&path).unwrap_err().to_string();
+        assert!(
+            text.contains("workspaces: \"src\" is not an absolute path"),
+            "{text}"
+        );
+        std::fs::write(&path, "workspaces: /srv\n").unwrap();
+        let text = Grants::from_file(&path).unwrap_err().to_string();
+        assert!(text.contains("line 1"), "{text}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod builtin;
 pub mod cache;
 pub mod catalog;
 pub mod grants;
+pub mod host_paths;
 pub mod instance;
 mod limits;
 mod loader;
@@ -76,6 +77,7 @@ pub struct Runtime {
     pub(crate) limits: PluginLimits,
     catalog: Catalog,
     docker_grant: grants::DockerGrant,
+    path_grants: host_paths::PathGrants,
     _ticker: EpochTicker,
 }
 
@@ -109,6 +111,7 @@ impl Runtime {
             limits: config.limits,
             catalog,
             docker_grant: config.grants.docker.clone(),
+            path_grants: config.grants.paths.clone(),
             _ticker: ticker,
         }))
     }
@@ -120,6 +123,11 @@ impl Runtime {
     /// What the operator allows containers beyond the host's defaults.
     pub fn docker_grant(&self) -> &grants::DockerGrant {
         &self.docker_grant
+    }
+
+    /// The host folders the operator allows TaskSpecs (`workspaces:`, `mounts:`).
+    pub fn path_grants(&self) -> &host_paths::PathGrants {
+        &self.path_grants
     }
 
     /// Compiles `plugin` (or reads it from the compile cache) unless that was done

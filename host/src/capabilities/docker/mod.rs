@@ -30,7 +30,7 @@ use crate::runtime::PluginState;
 use container::{Container, Guard};
 use policy::{Policy, LABEL_RUN_ID};
 
-pub use client::{engine_address, ENGINE_FIX};
+pub use client::{engine_address, local_socket, ENGINE_FIX};
 pub use image::{Storage, DISK_QUOTA_FIX};
 
 /// The engine as a run would find it, for `agentgate doctor`.

@@ -8,9 +8,10 @@
 //! everything. Host
 //! networking needs the operator's grant (`docker: hostNetwork` in `grants.yaml`); a bind
 //! mount must name an existing host path inside the run's own folders (workspace, sandbox
-//! state) or one the operator granted (`docker: mounts`), and never the Docker engine's
-//! socket, a folder holding it, or the host's kernel interfaces. Pure apart from the
-//! checks on the host's file system, so it is tested natively.
+//! state) or one the host path policy allows for mounts ([`crate::runtime::host_paths`]:
+//! never a system folder, the engine's socket or a folder holding a socket), and the
+//! path bound is the resolved one that was checked. Pure apart from the checks on the
+//! host's file system, so it is tested natively.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountTypeEnum};
 use crate::capabilities::{invalid_spec, RunContext};
 use crate::runtime::bindings::docker::ContainerSpec;
 use crate::runtime::bindings::types::{Error, NetworkMode};
-use crate::taskspec::expand_home;
+use crate::runtime::host_paths::{BindScope, Refusal};
 
 use super::init;
 
@@ -31,9 +32,6 @@ pub const LABEL_CREATED: &str = "io.agentgate.created";
 
 /// The pids limit when the spec sets none: enough for any build, not for a fork bomb.
 pub const DEFAULT_PIDS: u32 = 4096;
-
-/// Host paths a container may never see, nor any folder that holds them.
-const FORBIDDEN_SOURCES: &[&str] = &["/proc", "/sys", "/dev", "/boot"];
 
 /// What the host decides on its own, outside the plugin's request.
 #[derive(Debug, Clone)]
@@ -47,10 +45,8 @@ pub struct Policy {
     pub invoking_user: String,
     /// The operator allowed `network: host`.
     pub allow_host_network: bool,
-    /// Canonical host folders a container may bind, with everything below them.
-    pub mount_roots: Vec<PathBuf>,
-    /// The engine's socket on this machine, when it is a local one.
-    pub engine_socket: Option<PathBuf>,
+    /// What a container may bind.
+    pub binds: BindScope,
     /// The sandbox init on the host, bound into every container.
     pub sandbox_init: PathBuf,
     /// The sandbox's private state folder (canonical): a container gets a tmpfs in its
@@ -69,20 +65,7 @@ impl Policy {
     pub fn for_run(run: &RunContext) -> Result<Policy, Error> {
         // SAFETY: getuid/getgid have no preconditions.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        let env = |name: &str| std::env::var(name).ok();
-        let granted = run
-            .docker
-            .mounts
-            .iter()
-            .filter_map(|m| expand_home(m, &env).ok().map(PathBuf::from));
-        let mount_roots = run
-            .sandbox_folders()
-            .iter()
-            .cloned()
-            .chain(granted)
-            // A folder that does not exist holds nothing to mount.
-            .filter_map(|folder| std::fs::canonicalize(folder).ok())
-            .collect();
+        let binds = run.bind_scope();
         Ok(Policy {
             run_id: run.run_id.clone(),
             owner: crate::registry::Owner::current()
@@ -90,14 +73,10 @@ impl Policy {
             created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             invoking_user: format!("{uid}:{gid}"),
             allow_host_network: run.docker.host_network,
-            mount_roots,
-            engine_socket: super::client::local_socket(),
             sandbox_init: init::host_copy()?,
-            // The folders are (workspace, state), in that order.
-            private_state: run
-                .sandbox_folders()
-                .get(1)
-                .and_then(|state| std::fs::canonicalize(state).ok()),
+            // The run's folders are (workspace, state), in that order.
+            private_state: binds.run_folders().get(1).cloned(),
+            binds,
         })
     }
 
@@ -252,30 +231,15 @@ fn bind_mount(
             format!("`{target}` must be an absolute path without `..`"),
         ));
     }
-    if !source.starts_with('/') {
-        return Err(invalid_spec(
-            &field("source"),
-            format!("`{source}` must be an absolute host path (`~` is expanded by the host)"),
-        ));
-    }
-    let real = std::fs::canonicalize(source).map_err(|e| {
-        invalid_spec(
-            &field("source"),
-            format!("`{source}` cannot be mounted: {e}; create it or fix the path"),
-        )
-    })?;
-    if let Some(reason) = exposes_host(&real, policy.engine_socket.as_deref()) {
-        return Err(Error::Denied(format!(
-            "mount `{source}` is refused: {reason}"
-        )));
-    }
-    if !policy.mount_roots.iter().any(|root| real.starts_with(root)) {
-        return Err(Error::Denied(format!(
-            "mount `{source}` is refused: it is outside the run's workspace, and containers \
-             bind other host folders only when the operator grants them; add it under \
-             `docker: {{mounts: [...]}}` in $AGENTGATE_HOME/grants.yaml"
-        )));
-    }
+    let real = policy
+        .binds
+        .check(source)
+        .map_err(|refusal| match refusal {
+            Refusal::NotAbsolute { .. } | Refusal::Missing { .. } => {
+                invalid_spec(&field("source"), refusal.to_string())
+            }
+            refusal => Error::Denied(format!("mount {refusal}")),
+        })?;
     Ok(Mount {
         typ: Some(MountTypeEnum::BIND),
         // The resolved path, so a symlink swapped after this check changes nothing.
@@ -283,30 +247,6 @@ fn bind_mount(
         target: Some(target.to_string()),
         read_only: Some(readonly),
         ..Default::default()
-    })
-}
-
-/// Why mounting `real` (a canonical path) would hand the host to the agent.
-fn exposes_host(real: &Path, socket: Option<&Path>) -> Option<String> {
-    if real == Path::new("/") {
-        return Some("it is the host's root".into());
-    }
-    for forbidden in FORBIDDEN_SOURCES {
-        let forbidden = Path::new(forbidden);
-        if real.starts_with(forbidden) {
-            return Some(format!(
-                "it is inside {}, the host's kernel interfaces",
-                forbidden.display()
-            ));
-        }
-    }
-    let socket = socket?;
-    let socket = std::fs::canonicalize(socket).unwrap_or_else(|_| socket.to_path_buf());
-    socket.starts_with(real).then(|| {
-        format!(
-            "it holds the Docker engine's socket {}, which would give the agent the host",
-            socket.display()
-        )
     })
 }
 
@@ -362,6 +302,9 @@ fn container_name(run_id: &str, name: &str) -> String {
 mod tests {
     use super::*;
     use crate::runtime::bindings::types::{EnvVar, Label, Mount as SpecMount, Resources};
+    use crate::runtime::host_paths::{HostFolders, HostPaths, PathGrants};
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
 
     fn policy() -> Policy {
         Policy {
@@ -370,8 +313,7 @@ mod tests {
             created: "2026-01-01T00:00:00Z".into(),
             invoking_user: "1000:1000".into(),
             allow_host_network: false,
-            mount_roots: vec![std::env::temp_dir().canonicalize().unwrap()],
-            engine_socket: Some("/var/run/docker.sock".into()),
+            binds: scope(&[], PathGrants::default(), None),
             sandbox_init: "/tmp/agentgate-sandbox-init-test".into(),
             private_state: None,
         }
@@ -382,6 +324,18 @@ mod tests {
             entrypoint: vec!["docker-entrypoint.sh".into()],
             cmd: vec!["node".into()],
         }
+    }
+
+    /// Binds of `run_folders` and what `grants` allow, on a host whose temporary
+    /// folder is this one and whose engine listens on `socket`.
+    fn scope(run_folders: &[PathBuf], grants: PathGrants, socket: Option<PathBuf>) -> BindScope {
+        let host = HostFolders {
+            user_home: None,
+            temp: std::env::temp_dir(),
+            agentgate_home: "/nonexistent/agentgate-home".into(),
+            engine_socket: socket.or(Some("/var/run/docker.sock".into())),
+        };
+        BindScope::new(run_folders, Arc::new(HostPaths::new(&grants, &host)))
     }
 
     fn spec() -> ContainerSpec {
@@ -509,20 +463,30 @@ mod tests {
     }
 
     #[test]
-    fn mounts_outside_the_runs_folders_need_the_operators_grant() {
+    fn mounts_outside_the_runs_folders_need_the_host_path_policy() {
         let run_folder = tempfile::tempdir().unwrap();
         let elsewhere = tempfile::tempdir().unwrap();
+        let listed = tempfile::tempdir().unwrap();
         let mut s = spec();
         s.mounts = vec![SpecMount {
             source: elsewhere.path().display().to_string(),
             target: "/data".into(),
             readonly: false,
         }];
+        // The operator's list replaces the default (below the temporary folder).
+        let only_listed = PathGrants {
+            workspaces: None,
+            mounts: Some(vec![listed.path().to_path_buf()]),
+        };
         let mut p = policy();
-        p.mount_roots = vec![run_folder.path().canonicalize().unwrap()];
+        p.binds = scope(
+            &[run_folder.path().to_path_buf()],
+            only_listed.clone(),
+            None,
+        );
         assert!(matches!(
             container_config(&s, &p, &image()),
-            Err(Error::Denied(m)) if m.contains("outside the run's workspace") && m.contains("docker: {mounts")
+            Err(Error::Denied(m)) if m.contains("is not allowed") && m.contains("`mounts: [")
         ));
         // Through a symlink inside the run's folder, the real path is what counts.
         let link = run_folder.path().join("link");
@@ -532,8 +496,25 @@ mod tests {
             container_config(&s, &p, &image()),
             Err(Error::Denied(_))
         ));
-        p.mount_roots.push(elsewhere.path().canonicalize().unwrap());
+        // The run's own folder, and what the operator listed, bind as their real path.
+        s.mounts[0].source = run_folder.path().display().to_string();
         assert!(container_config(&s, &p, &image()).is_ok());
+        let listed_link = run_folder.path().join("listed");
+        std::os::unix::fs::symlink(listed.path(), &listed_link).unwrap();
+        s.mounts[0].source = listed_link.display().to_string();
+        let (_, body) = container_config(&s, &p, &image()).unwrap();
+        let mounts = body.host_config.unwrap().mounts.unwrap();
+        assert_eq!(
+            mounts[0].source.as_deref(),
+            Some(listed.path().canonicalize().unwrap().to_str().unwrap()),
+            "the checked path is bound, not the link"
+        );
+        // Before the host set the scope, nothing binds at all.
+        p.binds = BindScope::default();
+        assert!(matches!(
+            container_config(&s, &p, &image()),
+            Err(Error::Denied(_))
+        ));
     }
 
     #[test]
@@ -556,23 +537,38 @@ mod tests {
             container_config(&s, &policy(), &image()),
             Err(Error::InvalidSpec(f)) if f.path == "mounts[0].source" && f.message.contains("absent")
         ));
-        for exposing in ["/", "/proc", "/sys/fs/cgroup"] {
+        // Whatever the operator lists, the host's folders stay out.
+        let mut p = policy();
+        let everything = PathGrants {
+            workspaces: None,
+            mounts: Some(vec!["/".into()]),
+        };
+        p.binds = scope(&[], everything.clone(), None);
+        for exposing in [
+            "/",
+            "/proc",
+            "/sys/fs/cgroup",
+            "/var/run",
+            "/run/docker",
+            "/var/run/docker/containerd",
+            "/etc",
+        ] {
+            if !Path::new(exposing).exists() {
+                continue;
+            }
             s.mounts = vec![mount(exposing)];
             assert!(
-                matches!(
-                    container_config(&s, &policy(), &image()),
-                    Err(Error::Denied(_))
-                ),
+                matches!(container_config(&s, &p, &image()), Err(Error::Denied(_))),
                 "{exposing}"
             );
         }
-        // A folder holding the engine's socket is the host.
+        // A folder holding the engine's socket is the host, and so is any folder
+        // holding a socket.
         let socket_dir = tempfile::tempdir().unwrap();
         let socket = socket_dir.path().join("run/docker.sock");
         std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
         std::fs::write(&socket, "").unwrap();
-        let mut p = policy();
-        p.engine_socket = Some(socket.clone());
+        p.binds = scope(&[], everything, Some(socket.clone()));
         s.mounts = vec![mount(&socket_dir.path().display().to_string())];
         assert!(
             matches!(container_config(&s, &p, &image()), Err(Error::Denied(m)) if m.contains("socket"))
@@ -582,6 +578,13 @@ mod tests {
             container_config(&s, &p, &image()),
             Err(Error::Denied(_))
         ));
+        let agent_dir = tempfile::tempdir().unwrap();
+        let _listener =
+            std::os::unix::net::UnixListener::bind(agent_dir.path().join("agent.sock")).unwrap();
+        s.mounts = vec![mount(&agent_dir.path().display().to_string())];
+        assert!(
+            matches!(container_config(&s, &policy(), &image()), Err(Error::Denied(m)) if m.contains("socket `agent.sock`"))
+        );
     }
 
     #[test]

@@ -119,14 +119,10 @@ impl Secret {
     }
 }
 
-/// `~` and `~/…` name the host user's home.
+/// `~` and `~/…` name the host user's home; without `HOME` the path is taken as written.
 fn expand_home(path: &str) -> PathBuf {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    match (path.strip_prefix('~'), home) {
-        (Some(""), Some(home)) => home,
-        (Some(rest), Some(home)) if rest.starts_with('/') => home.join(&rest[1..]),
-        _ => PathBuf::from(path),
-    }
+    let env = |name: &str| std::env::var(name).ok();
+    PathBuf::from(crate::taskspec::expand_home(path, &env).unwrap_or_else(|_| path.to_string()))
 }
 
 /// Refuses a URL that carries a password or token in its user part.

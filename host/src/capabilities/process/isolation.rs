@@ -9,6 +9,7 @@
 
 use crate::runtime::bindings::process::Isolation as IsolationRequest;
 use crate::runtime::bindings::types::{Error, NetworkMode, Resources};
+use crate::runtime::host_paths::BindScope;
 
 use super::cgroup::CgroupLimits;
 use super::sealed::SealedView;
@@ -29,7 +30,8 @@ pub enum Isolation {
 }
 
 impl Isolation {
-    pub fn from_request(request: IsolationRequest) -> Result<Isolation, Error> {
+    /// `scope` is what a sealed view may bind (see [`SealedView::new`]).
+    pub fn from_request(request: IsolationRequest, scope: &BindScope) -> Result<Isolation, Error> {
         let Some(view) = request.sealed else {
             return match (request.limits, request.network) {
                 (None, None | Some(NetworkMode::Host)) => Ok(Isolation::Host),
@@ -40,7 +42,7 @@ impl Isolation {
                 )),
             };
         };
-        let view = SealedView::new(view.binds)?;
+        let view = SealedView::new(view.binds, scope)?;
         let limits = cgroup_limits(request.limits.as_ref())?;
         Ok(Isolation::Sealed {
             view,
@@ -108,7 +110,7 @@ mod tests {
     #[test]
     fn unsealed_processes_get_no_limits_or_network_they_would_not_have() {
         assert!(matches!(
-            Isolation::from_request(request(false, None, None)),
+            Isolation::from_request(request(false, None, None), &BindScope::default()),
             Ok(Isolation::Host)
         ));
         for (limits, network) in [
@@ -116,7 +118,9 @@ mod tests {
             (None, Some(NetworkMode::None)),
             (None, Some(NetworkMode::Bridge)),
         ] {
-            let error = Isolation::from_request(request(false, limits, network)).unwrap_err();
+            let error =
+                Isolation::from_request(request(false, limits, network), &BindScope::default())
+                    .unwrap_err();
             assert!(
                 matches!(error, Error::Unavailable(ref m) if m.contains("sealed")),
                 "{error:?}"
@@ -128,7 +132,11 @@ mod tests {
     fn sealed_processes_always_have_a_pids_limit_and_no_network_by_default() {
         let Isolation::Sealed {
             limits, network, ..
-        } = Isolation::from_request(request(true, Some(memory(64 << 20)), None)).unwrap()
+        } = Isolation::from_request(
+            request(true, Some(memory(64 << 20)), None),
+            &BindScope::default(),
+        )
+        .unwrap()
         else {
             panic!("sealed")
         };
@@ -141,7 +149,9 @@ mod tests {
     fn a_disk_quota_is_refused_not_ignored() {
         let mut limits = memory(1 << 20);
         limits.disk_bytes = Some(1 << 30);
-        let error = Isolation::from_request(request(true, Some(limits), None)).unwrap_err();
+        let error =
+            Isolation::from_request(request(true, Some(limits), None), &BindScope::default())
+                .unwrap_err();
         assert!(
             matches!(error, Error::Unavailable(ref m) if m.contains("disk")),
             "{error:?}"

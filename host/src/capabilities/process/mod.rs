@@ -35,6 +35,7 @@ use super::execution::{Execution, Kill};
 use super::invalid_spec;
 use crate::runtime::bindings::process::{Host, SpawnRequest};
 use crate::runtime::bindings::types::{Error, NetworkMode, ResourceUsage};
+use crate::runtime::host_paths::BindScope;
 use crate::runtime::PluginState;
 
 use cgroup::{Cgroup, CgroupError, CgroupLimits};
@@ -182,11 +183,14 @@ struct Launch {
 }
 
 impl Launch {
-    fn from_request(request: SpawnRequest) -> Result<Launch, Error> {
+    /// `scope` is what a sealed process may bind (the run's, see [`RunContext`]).
+    ///
+    /// [`RunContext`]: crate::capabilities::RunContext
+    fn from_request(request: SpawnRequest, scope: &BindScope) -> Result<Launch, Error> {
         if request.argv.is_empty() || request.argv[0].is_empty() {
             return Err(invalid_spec("argv", "the command is empty"));
         }
-        let isolation = Isolation::from_request(request.isolation)?;
+        let isolation = Isolation::from_request(request.isolation, scope)?;
         let cwd = Path::new(&request.cwd);
         if !cwd.is_absolute() {
             return Err(invalid_spec(
@@ -287,7 +291,7 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         .arg("--")
         .args(&invocation.command)
         .current_dir("/");
-    let inherited = fds.seccomp.iter().copied();
+    let inherited = fds.seccomp.iter().copied().chain(view.bind_fds());
     let bwrap_reads = [init.as_raw_fd(), options.as_raw_fd()];
     for fd in inherited
         .chain(fds.info)
@@ -388,11 +392,15 @@ async fn spawn(
 /// for it: `agentgate doctor`'s proof that the pieces it checked one by one also work
 /// together. Ok when it exited 0; otherwise what it printed.
 pub async fn probe_sealed(network: NetworkMode) -> Result<(), Error> {
-    let isolation = Isolation::from_request(crate::runtime::bindings::process::Isolation {
-        sealed: Some(crate::runtime::bindings::process::SealedView { binds: Vec::new() }),
-        limits: None,
-        network: Some(network),
-    })?;
+    let isolation = Isolation::from_request(
+        crate::runtime::bindings::process::Isolation {
+            sealed: Some(crate::runtime::bindings::process::SealedView { binds: Vec::new() }),
+            limits: None,
+            network: Some(network),
+        },
+        // It binds nothing of the host beyond the sealed view's system folders.
+        &crate::runtime::host_paths::BindScope::default(),
+    )?;
     let launch = Launch {
         argv: vec!["/bin/true".into()],
         cwd: "/".into(),
@@ -491,7 +499,7 @@ impl Host for PluginState {
         request: SpawnRequest,
     ) -> wasmtime::Result<Result<Resource<Execution>, Error>> {
         self.run.ensure_active()?;
-        let launch = match Launch::from_request(request) {
+        let launch = match Launch::from_request(request, &self.run.bind_scope()) {
             Ok(launch) => launch,
             Err(e) => return Ok(Err(e)),
         };
@@ -542,12 +550,18 @@ mod tests {
         }
     }
 
+    /// A sealed isolation whose binds' sources are the run's own folders.
     fn sealed(binds: Vec<Mount>, limits: Option<Resources>, network: NetworkMode) -> Isolation {
-        Isolation::from_request(IsolationRequest {
-            sealed: Some(SealedView { binds }),
-            limits,
-            network: Some(network),
-        })
+        let folders: Vec<std::path::PathBuf> =
+            binds.iter().map(|b| b.source.clone().into()).collect();
+        Isolation::from_request(
+            IsolationRequest {
+                sealed: Some(SealedView { binds }),
+                limits,
+                network: Some(network),
+            },
+            &BindScope::only(&folders),
+        )
         .unwrap()
     }
 
@@ -686,20 +700,23 @@ mod tests {
         // A second spawn must not ask for other limits than the shared cgroup has.
         let mut other = limits;
         other.pids = Some(65);
-        let error = Launch::from_request(SpawnRequest {
-            argv: vec!["true".into()],
-            cwd: "/".into(),
-            env: vec![],
-            inherit_env: false,
-            stdin: None,
-            keep_stdin_open: false,
-            timeout_ms: None,
-            isolation: IsolationRequest {
-                sealed: Some(SealedView { binds: vec![] }),
-                limits: Some(other),
-                network: None,
+        let error = Launch::from_request(
+            SpawnRequest {
+                argv: vec!["true".into()],
+                cwd: "/".into(),
+                env: vec![],
+                inherit_env: false,
+                stdin: None,
+                keep_stdin_open: false,
+                timeout_ms: None,
+                isolation: IsolationRequest {
+                    sealed: Some(SealedView { binds: vec![] }),
+                    limits: Some(other),
+                    network: None,
+                },
             },
-        })
+            &BindScope::default(),
+        )
         .map(|launch| prepare(&launch, &groups, "unused").map(|_| ()));
         assert!(
             matches!(error, Ok(Err(Error::InvalidSpec(ref f))) if f.path == "isolation.limits"),

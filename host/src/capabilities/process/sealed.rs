@@ -5,19 +5,23 @@
 //! our seccomp programs just before it runs the command. We only decide what goes in:
 //! the system's program and library folders and `/etc` read-only (with the files that
 //! hold host secrets hidden), a minimal `/dev`, the sandbox's own `/proc`, an empty
-//! `/tmp`, and the binds the provider asked for. Everything else of the host, homes,
-//! `/run`, sockets and agentgate's own state included, is simply not there.
+//! `/tmp`, and the binds the provider asked for, each checked against the run's bind
+//! scope ([`crate::runtime::host_paths`]) and handed to bubblewrap as a descriptor of the
+//! folder that was checked. Everything else of the host, homes, `/run`, sockets and
+//! agentgate's own state included, is simply not there.
 //!
 //! bubblewrap also runs a reaper as pid 1 of the new pid namespace: when the command
 //! exits, the reaper exits and the kernel kills everything left in the namespace, so
 //! `setsid` and double forks cannot outlive the command.
 
 use std::ffi::OsString;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::landlock;
 use crate::runtime::bindings::types::{Error, Mount};
+use crate::runtime::host_paths::{BindScope, Refusal};
 
 /// System folders bound read-only when they are directories, or recreated as the
 /// same symlinks (Debian's merged `/usr` makes `/bin` a link to `usr/bin`).
@@ -46,9 +50,11 @@ pub struct SealedView {
     binds: Vec<Bind>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 struct Bind {
-    source: PathBuf,
+    /// The resolved host path that was checked, opened (`O_PATH`) once checked: bubblewrap binds exactly this folder
+    /// (`--bind-fd`), and fails rather than bind another that took its path since.
+    fd: Arc<OwnedFd>,
     target: PathBuf,
     readonly: bool,
 }
@@ -68,9 +74,11 @@ pub struct BwrapFds {
 }
 
 impl SealedView {
-    /// Checks the binds: absolute paths, existing sources, no NUL, no target that would
-    /// shadow the system folders the view depends on.
-    pub fn new(binds: Vec<Mount>) -> Result<SealedView, Error> {
+    /// Checks the binds: absolute paths, no NUL, no target that would shadow the system
+    /// folders the view depends on, and sources that exist and that `scope` allows (the
+    /// run's own folders, or what the host path policy allows for mounts). Each source
+    /// is bound as the resolved path that was checked.
+    pub fn new(binds: Vec<Mount>, scope: &BindScope) -> Result<SealedView, Error> {
         let mut checked = Vec::with_capacity(binds.len());
         for (index, bind) in binds.into_iter().enumerate() {
             let field = |part: &str| format!("binds[{index}].{part}");
@@ -96,20 +104,30 @@ impl SealedView {
                     ),
                 ));
             }
-            let source = PathBuf::from(&bind.source);
-            if let Err(e) = std::fs::metadata(&source) {
-                return Err(Error::Failed(format!(
-                    "cannot mount {} into the sandbox: {e}; create it first or fix the path",
-                    bind.source
-                )));
-            }
+            let source = scope.check(&bind.source).map_err(|refusal| match refusal {
+                Refusal::Missing { .. } | Refusal::NotAbsolute { .. } => {
+                    Error::Failed(format!("cannot mount into the sandbox: {refusal}"))
+                }
+                refusal => Error::Denied(format!("bind {refusal}")),
+            })?;
+            let fd = open_checked(&source).map_err(|e| {
+                Error::Failed(format!(
+                    "cannot mount {} into the sandbox: {e}",
+                    source.display()
+                ))
+            })?;
             checked.push(Bind {
-                source,
+                fd: Arc::new(fd),
                 target,
                 readonly: bind.readonly,
             });
         }
         Ok(SealedView { binds: checked })
+    }
+
+    /// The descriptors bubblewrap must inherit to bind the sources.
+    pub fn bind_fds(&self) -> impl Iterator<Item = RawFd> + '_ {
+        self.binds.iter().map(|b| b.fd.as_raw_fd())
     }
 
     fn binds_tmp(&self) -> bool {
@@ -156,10 +174,14 @@ impl SealedView {
             args.push(["--tmpfs", "/tmp"]);
         }
         for bind in &self.binds {
-            let flag = if bind.readonly { "--ro-bind" } else { "--bind" };
+            let flag = if bind.readonly {
+                "--ro-bind-fd"
+            } else {
+                "--bind-fd"
+            };
             args.push_os([
                 flag.into(),
-                bind.source.clone().into(),
+                bind.fd.as_raw_fd().to_string().into(),
                 bind.target.clone().into(),
             ]);
         }
@@ -263,6 +285,22 @@ impl Args {
     }
 }
 
+/// Opens the checked path `source` (resolved, so no symlink is left in it) and makes
+/// sure the descriptor is still at that path: a folder on the way swapped for a symlink
+/// since the check would have led the open elsewhere.
+fn open_checked(source: &Path) -> std::io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(source, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+    let now = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    if now != source {
+        return Err(std::io::Error::other(format!(
+            "it changed while it was checked (it now leads to {})",
+            now.display()
+        )));
+    }
+    Ok(fd)
+}
+
 /// `path` without `.`, `..` and repeated slashes; `..` never climbs above `/`.
 fn lexically_normal(path: &str) -> PathBuf {
     let mut parts: Vec<&str> = Vec::new();
@@ -326,10 +364,13 @@ mod tests {
     fn binds_follow_the_request_and_come_after_the_system() {
         let dir = tempfile::tempdir().unwrap();
         let source = dir.path().to_str().unwrap();
-        let view = SealedView::new(vec![
-            mount(source, "/workspace", true),
-            mount(source, "/tmp", false),
-        ])
+        let view = SealedView::new(
+            vec![
+                mount(source, "/workspace", true),
+                mount(source, "/tmp", false),
+            ],
+            &BindScope::only(&[dir.path().into()]),
+        )
         .unwrap();
         let args = text(&view.bwrap_args(
             &["sh".into(), "-c".into(), "echo hi".into()],
@@ -345,11 +386,17 @@ mod tests {
         assert!(args.contains("--cap-drop ALL"), "{args}");
         assert!(args.contains("--ro-bind /etc /etc"), "{args}");
         assert!(args.contains("--ro-bind /dev/null /etc/shadow"), "{args}");
+        // Each source goes over as the descriptor of the folder that was checked.
+        let fds: Vec<RawFd> = view.bind_fds().collect();
         assert!(
-            args.contains(&format!("--ro-bind {source} /workspace")),
+            args.contains(&format!("--ro-bind-fd {} /workspace", fds[0])),
             "{args}"
         );
-        assert!(args.contains(&format!("--bind {source} /tmp")), "{args}");
+        assert!(
+            args.contains(&format!("--bind-fd {} /tmp", fds[1])),
+            "{args}"
+        );
+        assert!(!args.contains(source), "{args}");
         assert!(
             !args.contains("--tmpfs /tmp"),
             "a bound /tmp replaces the empty one"
@@ -364,7 +411,7 @@ mod tests {
 
     #[test]
     fn host_network_is_shared_only_when_asked() {
-        let view = SealedView::new(vec![]).unwrap();
+        let view = SealedView::new(vec![], &BindScope::default()).unwrap();
         let args = text(&view.bwrap_args(
             &["true".into()],
             "/",
@@ -381,10 +428,13 @@ mod tests {
     fn with_an_init_the_command_runs_behind_a_fence_of_exactly_the_view() {
         let dir = tempfile::tempdir().unwrap();
         let source = dir.path().to_str().unwrap();
-        let view = SealedView::new(vec![
-            mount(source, "/workspace", false),
-            mount(source, "/data", true),
-        ])
+        let view = SealedView::new(
+            vec![
+                mount(source, "/workspace", false),
+                mount(source, "/data", true),
+            ],
+            &BindScope::only(&[dir.path().into()]),
+        )
         .unwrap();
         let args = text(&view.bwrap_args(
             &["make".into()],
@@ -412,7 +462,11 @@ mod tests {
     fn host_paths_stay_in_the_options_and_a_nul_cannot_add_one() {
         let dir = tempfile::tempdir().unwrap();
         let source = dir.path().to_str().unwrap();
-        let view = SealedView::new(vec![mount(source, "/workspace", false)]).unwrap();
+        let view = SealedView::new(
+            vec![mount(source, "/workspace", false)],
+            &BindScope::only(&[dir.path().into()]),
+        )
+        .unwrap();
         let fds = BwrapFds {
             init: Some(9),
             ..BwrapFds::default()
@@ -436,16 +490,51 @@ mod tests {
 
     #[test]
     fn binds_that_cover_the_system_or_do_not_exist_are_refused() {
+        let none = BindScope::default();
         for target in ["/", "/usr/lib", "/etc", "/proc/1", "/dev", "/x/../etc"] {
-            let error = SealedView::new(vec![mount("/tmp", target, false)]).unwrap_err();
+            let error = SealedView::new(vec![mount("/tmp", target, false)], &none).unwrap_err();
             assert!(
                 matches!(error, Error::InvalidSpec(ref f) if f.path == "binds[0].target"),
                 "{target}: {error:?}"
             );
         }
-        let error = SealedView::new(vec![mount("relative", "/x", false)]).unwrap_err();
+        let error = SealedView::new(vec![mount("relative", "/x", false)], &none).unwrap_err();
         assert!(matches!(error, Error::InvalidSpec(ref f) if f.path == "binds[0].source"));
-        let error = SealedView::new(vec![mount("/no/such/dir/xyz", "/x", false)]).unwrap_err();
+        let error =
+            SealedView::new(vec![mount("/no/such/dir/xyz", "/x", false)], &none).unwrap_err();
         assert!(matches!(error, Error::Failed(ref m) if m.contains("/no/such/dir/xyz")));
+    }
+
+    #[test]
+    fn a_bind_outside_the_scope_is_denied_and_a_link_binds_where_it_leads() {
+        let run = tempfile::tempdir().unwrap();
+        let scope = BindScope::only(&[run.path().into()]);
+        for source in ["/", "/var/run", "/etc"] {
+            let error = SealedView::new(vec![mount(source, "/host", true)], &scope).unwrap_err();
+            assert!(matches!(error, Error::Denied(_)), "{source}: {error:?}");
+        }
+        let inner = run.path().join("inner");
+        std::fs::create_dir(&inner).unwrap();
+        let link = tempfile::tempdir().unwrap();
+        let link = link.path().join("link");
+        std::os::unix::fs::symlink(&inner, &link).unwrap();
+        let view =
+            SealedView::new(vec![mount(link.to_str().unwrap(), "/data", true)], &scope).unwrap();
+        let fd = view.bind_fds().next().unwrap();
+        let bound = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
+        assert_eq!(bound, inner.canonicalize().unwrap());
+    }
+
+    #[test]
+    fn a_path_that_no_longer_leads_to_what_was_checked_is_not_opened() {
+        // As if a folder on the checked path had been swapped for a symlink since.
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let swapped = dir.path().join("swapped");
+        std::os::unix::fs::symlink(&real, &swapped).unwrap();
+        let error = open_checked(&swapped).unwrap_err().to_string();
+        assert!(error.contains("changed while it was checked"), "{error}");
+        assert!(open_checked(&real.canonicalize().unwrap()).is_ok());
     }
 }
