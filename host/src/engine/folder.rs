@@ -2,12 +2,15 @@
 //!
 //! `result.json`, `events.ndjson`, `stdout.log` and `stderr.log` (what the agent's
 //! commands printed), `plugins.log` (what plugins printed themselves), `taskspec.json`
-//! (the TaskSpec as the run read it) and `changes.patch`, plus the scratch directories
-//! the host hands to plugins: [`WORKSPACE_SCRATCH`], kept, and [`SANDBOX_STATE`],
-//! removed with the sandbox. Everything written here is masked
-//! with the run's [`Redactor`].
+//! (the TaskSpec as the run read it) and `changes.patch`, plus the scratch directory
+//! the host hands to a source that creates a workspace ([`WORKSPACE_SCRATCH`], kept).
+//! Everything written here is masked with the run's [`Redactor`].
+//!
+//! The sandbox's private state ([`SandboxState`]) is deliberately not here: the kernel
+//! shows a bind mount's host path in the sandbox's `/proc/self/mountinfo`, so a HOME
+//! bound from the run's folder would tell the agent where `AGENTGATE_HOME` is.
 
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -18,8 +21,69 @@ use crate::record::{append_plugin_log, OutputLogs, Redactor};
 /// `destPath`, clones): the workspace itself, kept after the run.
 pub const WORKSPACE_SCRATCH: &str = "workspace";
 
-/// The sandbox's private state (its HOME, its `/tmp`): removed with the sandbox.
-pub const SANDBOX_STATE: &str = "sandbox";
+/// Where runs of earlier agentgates kept the sandbox's private state, in the run's
+/// folder; gc still removes it after their crashes.
+const LEGACY_SANDBOX_STATE: &str = "sandbox";
+
+/// The sandbox's private state (its HOME): a folder of its own under the system's
+/// temporary folder, with a random name, so that nothing of `AGENTGATE_HOME` shows
+/// in the sandbox's mount tables. It must outlive each command of the sandbox (files
+/// are written to HOME before the agent runs), so it is a host folder, not a
+/// per-command tmpfs. The run records it in the registry before creating it and
+/// removes it at cleanup; gc removes it after a crash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxState {
+    path: PathBuf,
+}
+
+impl SandboxState {
+    /// A new location, not created yet: `<temp dir>/agentgate-<random>`.
+    pub fn choose() -> std::io::Result<SandboxState> {
+        let name = format!("agentgate-{}", uuid::Uuid::new_v4().simple());
+        Ok(SandboxState {
+            path: std::path::absolute(std::env::temp_dir())?.join(name),
+        })
+    }
+
+    /// The state of a run as the registry recorded it; rows of earlier agentgates
+    /// recorded none, their state was in the run's folder.
+    pub fn recorded(path: Option<&str>, run_folder: &Path) -> SandboxState {
+        SandboxState {
+            path: path.map_or_else(|| run_folder.join(LEGACY_SANDBOX_STATE), PathBuf::from),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Creates the folder, mode 0700, this user's. The temporary folder is shared, so
+    /// anything already there (a folder or a symlink another user planted) is an
+    /// error, never reused: `mkdir` fails on an existing name without following it.
+    pub fn create(&self) -> std::io::Result<()> {
+        std::fs::DirBuilder::new().mode(0o700).create(&self.path)
+    }
+
+    /// Whether the folder is there and is this user's own folder (not a symlink, not
+    /// someone else's folder at a name this user chose and then removed).
+    pub fn is_ours(&self) -> bool {
+        // SAFETY: geteuid has no preconditions.
+        let uid = unsafe { libc::geteuid() };
+        std::fs::symlink_metadata(&self.path).is_ok_and(|meta| meta.is_dir() && meta.uid() == uid)
+    }
+
+    /// Removes the folder and everything in it, when it is ours (symlinks inside are
+    /// removed, never followed). What is not ours is left alone.
+    pub fn remove(&self) -> std::io::Result<()> {
+        if !self.is_ours() {
+            return Ok(());
+        }
+        match std::fs::remove_dir_all(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
 
 pub struct RunFolder {
     dir: PathBuf,
@@ -63,14 +127,6 @@ impl RunFolder {
         let path = self.dir.join(name);
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
         Ok(path)
-    }
-
-    /// Removes a scratch directory and everything in it.
-    pub fn remove_scratch(&self, name: &str) -> std::io::Result<()> {
-        match std::fs::remove_dir_all(self.dir.join(name)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
     }
 
     /// Removes a scratch directory that nothing was put in.

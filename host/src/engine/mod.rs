@@ -18,7 +18,7 @@ mod workspace;
 
 pub use changes::{ChangeKind, EntryKind, FileChange, Snapshot};
 pub use crashed::{write_crashed_result, CrashedRun};
-pub use folder::{RunFolder, SANDBOX_STATE, WORKSPACE_SCRATCH};
+pub use folder::{RunFolder, SandboxState, WORKSPACE_SCRATCH};
 pub use git_changes::{GitBaseline, GitChanges, OmittedFile, PATCH_FILE_BYTES, PATCH_TOTAL_BYTES};
 pub use plugins::{resolve as resolve_plugins, PluginProblem, Plugins};
 pub use result::{result_schema, RunResult, RunStatus, WorkspaceRecord, RESULT_VERSION};

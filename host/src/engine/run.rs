@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use super::changes::{FileChange, Snapshot, COLLECT_SECS};
-use super::folder::{RunFolder, SANDBOX_STATE, WORKSPACE_SCRATCH};
+use super::folder::{RunFolder, SandboxState, WORKSPACE_SCRATCH};
 use super::git_changes::{GitBaseline, GitChanges, PATCH_FILE_BYTES, PATCH_TOTAL_BYTES};
 use super::plugins::Plugins;
 use super::result::{
@@ -232,6 +232,7 @@ async fn start(
         log_sizes: None,
         sandbox: None,
         sandbox_started: None,
+        sandbox_state: None,
         sampler: None,
     };
 
@@ -287,6 +288,8 @@ struct Run<'a> {
     log_sizes: Option<LogsRecord>,
     sandbox: Option<SandboxInfo>,
     sandbox_started: Option<Instant>,
+    /// The sandbox's private state folder, once made; removed at cleanup.
+    sandbox_state: Option<SandboxState>,
     /// Records the sandbox's resource use every second until cleanup.
     sampler: Option<ResourceSampler>,
 }
@@ -451,10 +454,21 @@ impl Run<'_> {
             .sandbox_provider(self.plugins.provider, self.ctx.clone())
             .await
             .map_err(Outcome::plugin)?;
-        let state_dir = self
-            .folder
-            .scratch(SANDBOX_STATE)
-            .map_err(|e| Outcome::host(format!("creating the sandbox state dir: {e}")))?;
+        // Recorded before it is made, like the sandbox itself: gc removes it after a
+        // crash at any point.
+        let state = SandboxState::choose()
+            .map_err(|e| Outcome::host(format!("choosing the sandbox state dir: {e}")))?;
+        self.tracker
+            .sandbox_state_chosen(state.path())
+            .map_err(|e| Outcome::host(format!("recording the sandbox state dir: {e}")))?;
+        state.create().map_err(|e| {
+            Outcome::host(format!(
+                "creating the sandbox state dir {}: {e}",
+                state.path().display()
+            ))
+        })?;
+        let state_dir = state.path().to_path_buf();
+        self.sandbox_state = Some(state);
         self.ctx.set_bind_scope(BindScope::new(
             &[workspace.root.clone(), state_dir.clone()],
             self.host_paths.clone(),
@@ -648,8 +662,13 @@ impl Run<'_> {
             self.log_sizes = Some(LogsRecord { stdout, stderr });
         }
         // The sandbox's private state (a throwaway HOME) goes with it.
-        if let Err(e) = self.folder.remove_scratch(SANDBOX_STATE) {
-            cleanup_errors.push(format!("removing the sandbox state: {e}"));
+        if let Some(state) = self.sandbox_state.take() {
+            if let Err(e) = state.remove() {
+                cleanup_errors.push(format!(
+                    "removing the sandbox state {}: {e}",
+                    state.path().display()
+                ));
+            }
         }
         if let (Some(info), Some(started)) = (self.sandbox.as_mut(), self.sandbox_started) {
             info.duration_ms = started.elapsed().as_millis() as u64;

@@ -5,7 +5,8 @@
 //! live owner's run is never touched, whoever owns it. For each orphan gc asks the
 //! run's sandbox provider for its leftovers (`list-leftovers`) and reaps those that
 //! carry the run's id (`reap`), kills and removes the run's cgroups, removes the
-//! sandbox's private state (`sandbox/` in the run folder: its HOME and `/tmp`), writes
+//! sandbox's private state (its HOME, in the folder the run recorded, see
+//! [`SandboxState`]), writes
 //! the `result.json` the run never wrote (status `crashed`, naming the workspace) and
 //! marks the row.
 //!
@@ -31,7 +32,7 @@ use super::store::{now_ms, Registry, RegistryError, RunRow, RunState};
 use crate::capabilities::process::cgroup::Cgroup;
 use crate::capabilities::RunContext;
 use crate::engine::{
-    write_crashed_result, CrashedRun, WorkspaceRecord, SANDBOX_STATE, WORKSPACE_SCRATCH,
+    write_crashed_result, CrashedRun, SandboxState, WorkspaceRecord, WORKSPACE_SCRATCH,
 };
 use crate::record::EventSink;
 use crate::runtime::bindings::types::PluginKind;
@@ -200,20 +201,33 @@ pub async fn collect(
         }
 
         let folder = PathBuf::from(&row.folder);
+        let kept_workspace = kept_workspace(row, &folder);
         // The sandbox's private state was never the user's; the run removes it too.
-        let state = folder.join(SANDBOX_STATE);
-        if std::fs::symlink_metadata(&state).is_ok() {
+        // Only a folder of this user's, and never one that holds the workspace.
+        let state = SandboxState::recorded(row.sandbox_state.as_deref(), &folder);
+        let holds_workspace = kept_workspace
+            .as_deref()
+            .is_some_and(|w| w.starts_with(state.path()));
+        if holds_workspace {
+            fail(
+                &mut reaped,
+                format!(
+                    "the recorded sandbox state {} holds the workspace; left alone",
+                    state.path().display()
+                ),
+            );
+        } else if state.is_ours() {
             let removed = if options.dry_run {
                 Ok(())
             } else {
-                std::fs::remove_dir_all(&state)
+                state.remove()
             };
+            let path = state.path().display();
             match removed {
-                Ok(()) => reaped.folders.push(state.display().to_string()),
-                Err(e) => fail(&mut reaped, format!("removing {}: {e}", state.display())),
+                Ok(()) => reaped.folders.push(path.to_string()),
+                Err(e) => fail(&mut reaped, format!("removing {path}: {e}")),
             }
         }
-        let kept_workspace = kept_workspace(row, &folder);
         reaped.workspace = kept_workspace.as_ref().map(|p| p.display().to_string());
 
         if !options.dry_run && reaped.complete {

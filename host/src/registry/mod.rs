@@ -84,6 +84,10 @@ impl Tracker {
         self.with(|r| r.workspace_prepared(&self.run_id, workspace, temporary, record))
     }
 
+    pub fn sandbox_state_chosen(&self, state: &Path) -> Result<(), RegistryError> {
+        self.with(|r| r.sandbox_state_chosen(&self.run_id, state))
+    }
+
     pub fn sandbox_creating(
         &self,
         provider: &str,

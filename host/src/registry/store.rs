@@ -45,6 +45,8 @@ const MIGRATIONS: &[&str] = &[
     // 2: the workspace as `result.json` records it, so a crashed run's result says
     // where its work is.
     "ALTER TABLE runs ADD COLUMN workspace_record TEXT;",
+    // 3: the sandbox's private state folder, outside the run's folder.
+    "ALTER TABLE runs ADD COLUMN sandbox_state TEXT;",
 ];
 
 /// How long a writer waits for another process's transaction.
@@ -171,6 +173,8 @@ pub struct RunRow {
     /// The workspace as the run's `result.json` records it (JSON), once prepared.
     #[serde(skip)]
     pub workspace_record: Option<String>,
+    /// The sandbox's private state folder, once chosen (before it is created).
+    pub sandbox_state: Option<String>,
     pub sandbox: Option<SandboxRow>,
 }
 
@@ -326,6 +330,18 @@ impl Registry {
         Ok(())
     }
 
+    /// Where the sandbox's private state will be; recorded before the folder is made,
+    /// so gc finds it after a crash at any point.
+    pub fn sandbox_state_chosen(&self, run_id: &str, state: &Path) -> Result<(), RegistryError> {
+        self.conn
+            .execute(
+                "UPDATE runs SET sandbox_state = ?2 WHERE run_id = ?1",
+                params![run_id, state.display().to_string()],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
     /// Records a sandbox before the provider is asked for it, so a crash during
     /// creation still leaves a row that says where to look.
     pub fn sandbox_creating(&self, sandbox: &NewSandbox<'_>) -> Result<(), RegistryError> {
@@ -409,8 +425,8 @@ impl Registry {
         let sql = format!(
             "SELECT r.run_id, r.name, r.folder, r.owner, r.state, r.status, r.started_ms,
                     r.heartbeat_ms, r.finished_ms, r.workspace, r.temporary_workspace,
-                    r.workspace_record, s.provider, s.sandbox_id, s.container_id, s.cgroup, s.workspace, s.mounts,
-                    s.created_ms, s.state
+                    r.workspace_record, s.provider, s.sandbox_id, s.container_id, s.cgroup,
+                    s.workspace, s.mounts, s.created_ms, s.state, r.sandbox_state
              FROM runs r LEFT JOIN sandboxes s ON s.run_id = r.run_id
              {}
              ORDER BY r.started_ms DESC, r.run_id DESC",
@@ -447,6 +463,7 @@ impl Registry {
                     workspace: row.get(9)?,
                     temporary_workspace: row.get(10)?,
                     workspace_record: row.get(11)?,
+                    sandbox_state: row.get(20)?,
                     sandbox,
                 })
             })
@@ -497,6 +514,9 @@ mod tests {
             .unwrap();
         registry.sandbox_created("r1", "abc", Some("abc")).unwrap();
         registry
+            .sandbox_state_chosen("r1", Path::new("/tmp/agentgate-1"))
+            .unwrap();
+        registry
             .workspace_prepared("r1", Path::new("/tmp/ws"), false, r#"{"root":"/tmp/ws"}"#)
             .unwrap();
         registry.heartbeat("r1").unwrap();
@@ -508,6 +528,7 @@ mod tests {
             runs[0].workspace_record.as_deref(),
             Some(r#"{"root":"/tmp/ws"}"#)
         );
+        assert_eq!(runs[0].sandbox_state.as_deref(), Some("/tmp/agentgate-1"));
         assert!(registry
             .run_ended("r1", RunState::Finished, "succeeded")
             .unwrap());

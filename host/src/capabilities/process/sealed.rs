@@ -242,7 +242,7 @@ impl SealedView {
 }
 
 /// What bubblewrap is given for one spawn. The options name host paths (the binds'
-/// sources: the workspace, the run's folder under `AGENTGATE_HOME`), and bubblewrap
+/// sources: the workspace, the sandbox's state folder), and bubblewrap
 /// stays in the sandbox as its pid 1, whose command line the agent can read; so the
 /// host hands the options over in a sealed memfd (`--args FD`) and only the command,
 /// which bubblewrap takes from its command line alone, is left there.
