@@ -15,8 +15,8 @@ use std::process::Command;
 
 use support::unprivileged::{agentgate_for_everyone, DelegatedCgroup, NOBODY};
 use support::{
-    assert_probe_refused_what_it_must, eventually, local_subprocess, place_syscall_probe,
-    processes_with_arg, shell_agent, stderr, task_spec, Home,
+    assert_mount_tables_hide, assert_probe_refused_what_it_must, eventually, local_subprocess,
+    place_syscall_probe, processes_with_arg, shell_agent, stderr, task_spec, Home,
 };
 
 /// A `local` workspace in a `subprocess` sandbox with extra `sandbox` lines.
@@ -62,6 +62,38 @@ fn assert_no_host_path_on_bwraps_command_line(workspace: &Path, home: &str) {
     for host_path in [home, &workspace.display().to_string()] {
         assert!(!bwrap.contains(host_path), "{host_path} in {bwrap}");
     }
+}
+
+/// The agent saved its mount tables ([`support::MOUNT_TABLES_SCRIPT`]) in `workspace`
+/// (outside `home`): no line names `home`, not even by its folder's name (a home on a
+/// file system of its own shows relative to that file system's root). The kernel shows
+/// a bind mount's root as its path on the host, so the private HOME shows as a folder
+/// of the temporary folder with a random name (removed once the run is over), and the
+/// workspace as its own host path.
+fn assert_mount_tables_show_no_home(workspace: &Path, home: &Path) {
+    let home_name = home.file_name().unwrap().to_str().unwrap();
+    assert_mount_tables_hide(workspace, &[&home.display().to_string(), home_name]);
+    let tables = std::fs::read_to_string(workspace.join("mount-tables.txt")).unwrap();
+    // mountinfo: id, parent, device, root, mount point, ...
+    let root_of = |mount_point: &str| {
+        let line = tables
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some(mount_point))
+            .unwrap_or_else(|| panic!("no {mount_point} in:\n{tables}"));
+        line.split(' ').nth(3).unwrap().to_string()
+    };
+    let state = root_of("/home/agent");
+    let state_name = Path::new(&state).file_name().unwrap().to_str().unwrap();
+    assert!(state_name.starts_with("agentgate-"), "{state}");
+    assert!(
+        !std::env::temp_dir().join(state_name).exists(),
+        "the sandbox's HOME {state_name} outlived the run"
+    );
+    let workspace_name = workspace.file_name().unwrap().to_str().unwrap();
+    assert!(
+        root_of("/workspace").ends_with(&format!("/{workspace_name}")),
+        "{tables}"
+    );
 }
 
 #[test]
@@ -113,14 +145,7 @@ fn the_agent_cannot_see_or_touch_agentgates_home_or_other_homes() {
         "the attack did not run: {stderr_log}"
     );
     assert_no_host_path_on_bwraps_command_line(workspace.path(), &target);
-    // The kernel prints a bind mount's root as its path on the host's filesystem, so
-    // the private HOME's folder in the run's folder shows in mountinfo (bubblewrap can
-    // only bind host folders); nothing else of the home does.
-    let tables = std::fs::read_to_string(workspace.path().join("mount-tables.txt")).unwrap();
-    assert!(tables.contains("/proc/self/mountinfo\n"), "{tables}");
-    for line in tables.lines().filter(|l| l.contains(&target)) {
-        assert!(line.contains("/sandbox /home/agent "), "{line}");
-    }
+    assert_mount_tables_show_no_home(workspace.path(), home.dir.path());
     // /root and /run are absent; /home holds only the sandbox's own HOME, and the
     // Landlock fence refuses even to list it.
     assert!(stdout.contains("cannot access '/root'"), "{stdout}");
@@ -652,9 +677,11 @@ fn an_unprivileged_user_in_a_delegated_cgroup_gets_the_whole_sandbox() {
          nsenter --net=/proc/1/ns/net true && echo NSENTER-WORKED\n\
          cat /proc/$PPID/environ /proc/1/environ | tr '\\0' '\\n'\n\
          tr '\\0' ' ' < /proc/1/cmdline > bwrap-cmdline.txt\n\
+         {}\n\
          ./syscall-probe\n\
          setsid sleep 301.401 &\n\
-         echo done"
+         echo done",
+        support::MOUNT_TABLES_SCRIPT
     );
     place_syscall_probe(run.workspace.path());
     let output = run.run(&cgroup.enter(), &agent);
@@ -682,6 +709,7 @@ fn an_unprivileged_user_in_a_delegated_cgroup_gets_the_whole_sandbox() {
     }
     assert!(!run.home.dir.path().join("grants.yaml").exists());
     assert_no_host_path_on_bwraps_command_line(run.workspace.path(), &home);
+    assert_mount_tables_show_no_home(run.workspace.path(), run.home.dir.path());
     assert!(stdout.contains("probe-uid=65534\n"), "{stdout}");
     assert_probe_refused_what_it_must(&stdout, false);
     assert!(

@@ -151,7 +151,10 @@ fn gc_after_kill_9_reaps_the_subprocess_tree_its_cgroup_and_folders_and_marks_it
     let folder = home.run_folder();
     let run_id = folder.file_name().unwrap().to_str().unwrap().to_string();
     assert_eq!(state_of(&home, &run_id), "running");
-    assert!(folder.join("sandbox").is_dir());
+    // The sandbox's private state is a folder of its own outside the home.
+    let state = sandbox_state_of(&home, &run_id);
+    assert!(state.is_dir(), "{}", state.display());
+    assert!(!state.starts_with(home.dir.path()), "{}", state.display());
 
     sigkill(&mut child);
     // Nothing has cleaned up yet: the registry says the run lost its owner.
@@ -177,10 +180,7 @@ fn gc_after_kill_9_reaps_the_subprocess_tree_its_cgroup_and_folders_and_marks_it
     for dir in &cgroups {
         assert!(!dir.exists(), "{} is left", dir.display());
     }
-    assert!(
-        !folder.join("sandbox").exists(),
-        "the sandbox's HOME is left"
-    );
+    assert!(!state.exists(), "the sandbox's HOME is left");
     let result = result_of(&folder);
     assert_eq!(result["status"], "crashed", "{result:#}");
     assert_eq!(result["runId"], run_id.as_str());
@@ -202,6 +202,19 @@ fn gc_after_kill_9_reaps_the_subprocess_tree_its_cgroup_and_folders_and_marks_it
     assert!(gc_reaped(&home).is_empty());
 }
 
+/// The sandbox's private state folder the registry recorded for `run_id`.
+fn sandbox_state_of(home: &Home, run_id: &str) -> PathBuf {
+    let row = tracked(home)
+        .into_iter()
+        .find(|row| row["runId"] == run_id)
+        .unwrap_or_else(|| panic!("no run {run_id}"));
+    PathBuf::from(
+        row["sandboxState"]
+            .as_str()
+            .expect("a recorded state folder"),
+    )
+}
+
 /// The run of `home` named `name`: its id and folder.
 fn run_named(home: &Home, name: &str) -> (String, PathBuf) {
     let row = tracked(home)
@@ -220,6 +233,8 @@ struct Crashed {
     folder: PathBuf,
     marker: String,
     cgroups: Vec<PathBuf>,
+    /// The sandbox's private state folder.
+    state: PathBuf,
 }
 
 /// Starts a run named `name` with the `workspace` section (YAML, unindented) in a
@@ -244,6 +259,8 @@ fn crash_after_work(home: &Home, name: &str, workspace: &str, marker: &str) -> C
     assert!(!cgroups.is_empty(), "the agent is in no sandbox cgroup");
     let (run_id, folder) = run_named(home, name);
     assert!(folder.join("workspace/work.txt").is_file());
+    let state = sandbox_state_of(home, &run_id);
+    assert!(state.is_dir(), "{}", state.display());
     sigkill(&mut child);
     assert_eq!(state_of(home, &run_id), "orphaned");
     Crashed {
@@ -251,6 +268,7 @@ fn crash_after_work(home: &Home, name: &str, workspace: &str, marker: &str) -> C
         folder,
         marker: marker.to_string(),
         cgroups,
+        state,
     }
 }
 
@@ -266,10 +284,7 @@ fn assert_reaped_and_work_kept(home: &Home, run: &Crashed, source: &str) -> serd
     for dir in &run.cgroups {
         assert!(!dir.exists(), "{} is left", dir.display());
     }
-    assert!(
-        !run.folder.join("sandbox").exists(),
-        "the sandbox's HOME is left"
-    );
+    assert!(!run.state.exists(), "the sandbox's HOME is left");
     let workspace = run.folder.join("workspace");
     assert_eq!(
         std::fs::read_to_string(workspace.join("work.txt")).unwrap(),
@@ -623,13 +638,15 @@ fn gc_after_kill_9_removes_the_docker_container() {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
     assert!(!containers().is_empty());
+    let state = sandbox_state_of(&home, &run_id);
+    assert!(state.is_dir(), "{}", state.display());
     sigkill(&mut child);
     assert!(!containers().is_empty(), "the container went with its host");
 
     assert_eq!(gc_reaped(&home), std::slice::from_ref(&run_id));
     assert!(containers().is_empty(), "gc left the container");
     assert!(eventually(10, || processes_with_arg("3021").is_empty()));
-    assert!(!folder.join("sandbox").exists());
+    assert!(!state.exists(), "the sandbox's state folder is left");
     assert_eq!(result_of(&folder)["status"], "crashed");
     assert_eq!(state_of(&home, &run_id), "crashed");
 }

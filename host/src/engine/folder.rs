@@ -184,3 +184,71 @@ impl RunFolder {
         std::fs::write(self.result(), self.redactor.apply(json) + "\n")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_sandbox_state_is_a_fresh_private_folder_outside_any_home() {
+        let state = SandboxState::choose().unwrap();
+        assert!(state.path().starts_with(std::env::temp_dir()));
+        let name = state.path().file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with("agentgate-") && name.len() > 30, "{name}");
+        assert_ne!(state, SandboxState::choose().unwrap());
+        state.create().unwrap();
+        let meta = std::fs::symlink_metadata(state.path()).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        assert!(state.is_ours());
+        std::fs::create_dir(state.path().join(".config")).unwrap();
+        std::fs::write(state.path().join(".config/token"), "x").unwrap();
+        state.remove().unwrap();
+        assert!(!state.path().exists());
+        // Removing what is gone is not an error (gc after the run's own cleanup).
+        state.remove().unwrap();
+    }
+
+    #[test]
+    fn a_planted_name_is_never_used_nor_removed_through() {
+        let shared = tempfile::tempdir().unwrap();
+        let victim = tempfile::tempdir().unwrap();
+        std::fs::write(victim.path().join("precious"), "x").unwrap();
+        let state = SandboxState {
+            path: shared.path().join("agentgate-planted"),
+        };
+        // Another user plants a symlink where the run is about to create its state.
+        std::os::unix::fs::symlink(victim.path(), state.path()).unwrap();
+        let error = state.create().unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::AlreadyExists);
+        assert!(!state.is_ours());
+        state.remove().unwrap();
+        assert!(victim.path().join("precious").exists());
+        assert!(std::fs::symlink_metadata(state.path()).is_ok());
+
+        // Another user's folder at a recorded name (after the run removed its own) is
+        // left to them.
+        let theirs = SandboxState {
+            path: shared.path().join("agentgate-theirs"),
+        };
+        theirs.create().unwrap();
+        std::fs::write(theirs.path().join("precious"), "x").unwrap();
+        std::os::unix::fs::chown(theirs.path(), Some(65534), Some(65534)).unwrap();
+        assert!(!theirs.is_ours());
+        theirs.remove().unwrap();
+        assert!(theirs.path().join("precious").exists());
+    }
+
+    #[test]
+    fn rows_of_earlier_agentgates_name_the_state_in_the_run_folder() {
+        let folder = Path::new("/home/u/.agentgate/runs/r1");
+        assert_eq!(
+            SandboxState::recorded(None, folder).path(),
+            folder.join("sandbox")
+        );
+        assert_eq!(
+            SandboxState::recorded(Some("/tmp/agentgate-1"), folder).path(),
+            Path::new("/tmp/agentgate-1")
+        );
+    }
+}
