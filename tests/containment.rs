@@ -84,7 +84,7 @@ fn assert_mount_tables_show_no_home(workspace: &Path, home: &Path) {
     };
     let state = root_of("/home/agent");
     let state_name = Path::new(&state).file_name().unwrap().to_str().unwrap();
-    assert!(state_name.starts_with("agentgate-"), "{state}");
+    assert!(state_name.starts_with("agentgate-state-"), "{state}");
     assert!(
         !std::env::temp_dir().join(state_name).exists(),
         "the sandbox's HOME {state_name} outlived the run"

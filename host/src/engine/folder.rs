@@ -37,9 +37,9 @@ pub struct SandboxState {
 }
 
 impl SandboxState {
-    /// A new location, not created yet: `<temp dir>/agentgate-<random>`.
+    /// A new location, not created yet: `<temp dir>/agentgate-state-<random>`.
     pub fn choose() -> std::io::Result<SandboxState> {
-        let name = format!("agentgate-{}", uuid::Uuid::new_v4().simple());
+        let name = format!("agentgate-state-{}", uuid::Uuid::new_v4().simple());
         Ok(SandboxState {
             path: std::path::absolute(std::env::temp_dir())?.join(name),
         })
@@ -195,7 +195,10 @@ mod tests {
         let state = SandboxState::choose().unwrap();
         assert!(state.path().starts_with(std::env::temp_dir()));
         let name = state.path().file_name().unwrap().to_str().unwrap();
-        assert!(name.starts_with("agentgate-") && name.len() > 30, "{name}");
+        assert!(
+            name.starts_with("agentgate-state-") && name.len() > 40,
+            "{name}"
+        );
         assert_ne!(state, SandboxState::choose().unwrap());
         state.create().unwrap();
         let meta = std::fs::symlink_metadata(state.path()).unwrap();
