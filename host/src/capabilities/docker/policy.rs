@@ -432,7 +432,8 @@ mod tests {
             "rw,exec,nosuid,nodev,mode=1777"
         );
         // Other folders stay binds.
-        s.mounts[0].source = std::env::temp_dir().display().to_string();
+        let other = tempfile::tempdir().unwrap();
+        s.mounts[0].source = other.path().display().to_string();
         let (_, body) = container_config(&s, &p, &image()).unwrap();
         assert!(body.host_config.unwrap().tmpfs.unwrap().is_empty());
     }
