@@ -727,7 +727,10 @@ impl Run<'_> {
     /// whole run. A sandbox that ran out of memory turns a failed agent into a failure
     /// that says so.
     async fn record_resource_usage(&mut self, outcome: Outcome) -> Outcome {
-        let sampler = self.sampler.take();
+        let mut sampler = self.sampler.take();
+        if let Some(sampler) = sampler.as_mut() {
+            sampler.stop().await;
+        }
         let (Some(broker), Some(info)) = (self.broker.as_ref(), self.sandbox.as_mut()) else {
             return outcome;
         };

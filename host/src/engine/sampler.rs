@@ -7,6 +7,11 @@
 //! `events.ndjson` (`agentgate report` draws them). Providers report CPU as the
 //! average since the sandbox started; each sample turns that into the use over the
 //! interval since the previous one.
+//!
+//! A sample in flight is never cancelled: dropping a call into the provider half way
+//! leaves its component instance unusable (wasmtime refuses to enter it again), and the
+//! `destroy` that follows would then fail and leave the sandbox behind. Stopping waits
+//! for the sample in flight instead.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,9 +26,10 @@ use crate::runtime::bindings::types::ResourceUsage;
 /// How often the sandbox's stats are read.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Samples one sandbox until [`ResourceSampler::finish`] or drop.
+/// Samples one sandbox until [`ResourceSampler::stop`] or drop.
 pub struct ResourceSampler {
-    task: JoinHandle<()>,
+    task: Option<JoinHandle<()>>,
+    stop: tokio::sync::watch::Sender<bool>,
     series: Arc<Mutex<Series>>,
 }
 
@@ -71,11 +77,19 @@ impl ResourceSampler {
             previous: None,
         }));
         let sampling = series.clone();
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move {
             let mut interval = tokio::time::interval(SAMPLE_INTERVAL);
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                interval.tick().await;
+                // Only the wait between samples is cut short, never a sample.
+                tokio::select! {
+                    _ = interval.tick() => {}
+                    _ = stopped.changed() => {}
+                }
+                if *stopped.borrow() {
+                    break;
+                }
                 // A provider with nothing to measure yet (no process started) or at
                 // all (`none`) answers with an error: that sample is skipped.
                 if let Ok(usage) = broker.stats().await {
@@ -84,20 +98,33 @@ impl ResourceSampler {
                 }
             }
         });
-        ResourceSampler { task, series }
+        ResourceSampler {
+            task: Some(task),
+            stop,
+            series,
+        }
     }
 
-    /// Stops sampling and records `usage`, read as the sandbox ends, as the last sample.
+    /// Stops sampling, once the sample in flight (if any) has its answer.
+    pub async fn stop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    /// Records `usage`, read as the sandbox ends, as the last sample.
     pub fn finish(self, usage: &ResourceUsage, events: &EventSink) {
-        self.task.abort();
         let body = self.series.lock().unwrap().sample(usage, Instant::now());
         events.emit("host", body);
     }
 }
 
 impl Drop for ResourceSampler {
+    /// Tells the task to end after its sample in flight; the sandbox's lock makes a
+    /// later `destroy` wait for that sample.
     fn drop(&mut self) {
-        self.task.abort();
+        let _ = self.stop.send(true);
     }
 }
 
