@@ -434,7 +434,7 @@ fn plugins_inspect_shows_the_effective_scope_of_each_capability() {
     let info = inspect(&["plugins", "inspect", "sandbox-docker"]);
     assert_eq!(
         info["scopes"]["docker"],
-        serde_json::json!({"images": ["node:20"], "hostNetwork": false}),
+        serde_json::json!({"images": ["node:20"], "hostNetwork": false, "mounts": "any the top-level mounts: allows"}),
         "{info:#}"
     );
     // A plugin that is not built in reaches only what its grant lists.
@@ -449,7 +449,7 @@ fn plugins_inspect_shows_the_effective_scope_of_each_capability() {
     ]);
     assert_eq!(
         info["scopes"]["docker"],
-        serde_json::json!({"images": [], "hostNetwork": false}),
+        serde_json::json!({"images": [], "hostNetwork": false, "mounts": []}),
         "{info:#}"
     );
     assert!(info["scopes"].get("process").is_none(), "{info:#}");

@@ -676,3 +676,51 @@ fn the_operator_narrows_the_builtin_provider_before_any_pull_or_create() {
     let (home, said) = run_with_plugins(&listed, None, &execution);
     assert_eq!(home.result()["status"], "succeeded", "{said}");
 }
+
+#[test]
+fn a_third_party_provider_binds_only_the_folders_its_scope_lists() {
+    if !docker_ready() {
+        return;
+    }
+    let plugins = support::third_party_copy("sandbox_docker");
+    let workspace = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("data.txt"), "listed").unwrap();
+    let mount = format!(
+        "mounts:\n  - source: {}\n    target: /data\n",
+        data.path().display()
+    );
+    let execution = in_docker(
+        workspace.path(),
+        false,
+        &mount,
+        &shell_agent("cat /data/data.txt"),
+    );
+    // The operator allows the folder for every provider; this plugin's scope does not.
+    let granted = format!(
+        "mounts: [{}]\nplugins:\n  sandbox-docker:\n    capabilities: [events, process, docker]\n    docker:\n      images: [{IMAGE:?}]\n",
+        data.path().display()
+    );
+    let since = humantime_now();
+    let (home, said) = run_with_plugins(&granted, Some(plugins.path()), &execution);
+    assert_ne!(home.result()["status"], "succeeded", "{said}");
+    assert!(
+        said.contains("docker.run-container by plugin sandbox-docker: mount source")
+            && said.contains("docker.mounts: none"),
+        "{said}"
+    );
+    assert_eq!(
+        support::denied_events(&home)[0]["call"],
+        "docker.run-container"
+    );
+    assert_eq!(
+        containers_created(&home, &since),
+        "",
+        "a container was created"
+    );
+
+    let listed = format!("{granted}      mounts: [{}]\n", data.path().display());
+    let (home, said) = run_with_plugins(&listed, Some(plugins.path()), &execution);
+    assert_eq!(home.result()["status"], "succeeded", "{said}");
+    assert_eq!(home.log("stdout.log"), "listed");
+}

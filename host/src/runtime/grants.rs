@@ -1049,7 +1049,7 @@ mod tests {
   my-provider:
     capabilities: [events, process, docker, git, github, http]
     process: {unsealed: false, programs: ["/usr/bin/python3"]}
-    docker: {images: ["ghcr.io/acme/*"], hostNetwork: false}
+    docker: {images: ["ghcr.io/acme/*"], hostNetwork: false, mounts: []}
     git: {remotes: ["https://git.example.com/team/*"], push: false}
     github: {repos: ["acme/*"], create: false, fork: false}
     http: {hosts: [api.example.com]}
@@ -1063,6 +1063,7 @@ mod tests {
         assert_eq!(granted.http_hosts.entries(), ["api.example.com"]);
         let scopes = &granted.scopes;
         assert!(!scopes.process.unsealed);
+        assert_eq!(scopes.docker.mounts, Some(vec![]));
         assert!(scopes.check_image("p", "c", "ghcr.io/acme/app:1").is_ok());
         assert!(scopes.check_image("p", "c", "node:20").is_err());
         assert!(scopes

@@ -8,7 +8,7 @@
 //! | capability | scope (grants.yaml, under `plugins: NAME:`)          | not built in       | built in  |
 //! |------------|------------------------------------------------------|--------------------|-----------|
 //! | `process`  | `process: {unsealed: BOOL, programs: [GLOB]}`         | sealed spawns only (`unsealed: true` alone: any program) | anything  |
-//! | `docker`   | `docker: {images: [GLOB], hostNetwork: BOOL}`         | no image, no host network | any image; host network as the host-wide `docker:` says |
+//! | `docker`   | `docker: {images: [GLOB], hostNetwork: BOOL, mounts: [FOLDER]}` | no image, no host network, no bind but the run's own folders | any image; host network and binds as the host-wide `docker:` and `mounts:` say |
 //! | `git`      | `git: {remotes: [GLOB], push: BOOL}`                  | no remote, no push | any       |
 //! | `github`   | `github: {repos: [GLOB], create: BOOL, fork: BOOL}`   | no repository      | any       |
 //! | `http`     | `hosts: [HOST]` or `http: {hosts: [HOST]}`            | no host            | see `grants` |
@@ -16,7 +16,9 @@
 //! A key the operator writes replaces that key's default, for built-ins too, so an
 //! operator narrows `sandbox-docker` with `docker: {images: ["node:20"]}` and leaves the
 //! rest as it was. A per-plugin `hostNetwork: true` never goes beyond the host-wide
-//! `docker: {hostNetwork: ...}`: both must allow it.
+//! `docker: {hostNetwork: ...}`, nor a per-plugin `mounts:` beyond the top-level
+//! `mounts:` ([`super::host_paths`]): both must allow it. The run's own folders (its
+//! workspace and state) are always bindable; `docker.mounts` is about any other.
 //!
 //! **Patterns** are globs ([`globset`]) where `*` and `?` never match `/` and `**`
 //! matches across it: `ghcr.io/acme/*` allows `ghcr.io/acme/app:1` but not
@@ -50,6 +52,7 @@
 //! list adds to it; a boolean is `KEY` (true) or `KEY=true|false`.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
@@ -74,6 +77,8 @@ pub struct DockerEntry {
     pub images: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_network: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mounts: Option<Vec<String>>,
 }
 
 /// `git:` of a plugin's entry in grants.yaml.
@@ -235,6 +240,9 @@ pub struct DockerScope {
     pub images: Patterns,
     /// `network: host` is allowed (when the host-wide `docker:` allows it too).
     pub host_network: bool,
+    /// Host folders its containers may bind besides the run's own (workspace, state),
+    /// within what the top-level `mounts:` allows; `None`: all that allows.
+    pub mounts: Option<Vec<PathBuf>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -276,6 +284,7 @@ impl Scopes {
             docker: DockerScope {
                 images: Patterns::Any,
                 host_network: true,
+                mounts: None,
             },
             git: GitScope {
                 remotes: Patterns::Any,
@@ -300,6 +309,7 @@ impl Scopes {
             docker: DockerScope {
                 images: Patterns::Only(Vec::new()),
                 host_network: false,
+                mounts: Some(Vec::new()),
             },
             git: GitScope {
                 remotes: Patterns::Only(Vec::new()),
@@ -331,6 +341,9 @@ impl Scopes {
             set(&mut self.docker.host_network, e.host_network);
             if let Some(p) = &e.images {
                 self.docker.images = Patterns::parse("docker.images", Kind::Image, p)?;
+            }
+            if let Some(folders) = &e.mounts {
+                self.docker.mounts = Some(absolute_folders("docker.mounts", folders)?);
             }
         }
         if let Some(e) = git {
@@ -364,6 +377,10 @@ impl Scopes {
             Capability::Docker => serde_json::json!({
                 "images": self.docker.images.shown(),
                 "hostNetwork": self.docker.host_network,
+                "mounts": match &self.docker.mounts {
+                    None => serde_json::json!("any the top-level mounts: allows"),
+                    Some(folders) => folders.iter().map(|f| f.display().to_string()).collect(),
+                },
             }),
             Capability::Git => serde_json::json!({
                 "remotes": self.git.remotes.shown(),
@@ -466,6 +483,27 @@ impl Scopes {
         };
         Ok(Some(capability))
     }
+}
+
+/// `folders` as absolute paths, `~` expanded.
+fn absolute_folders(key: &str, folders: &[String]) -> Result<Vec<PathBuf>, BadPattern> {
+    let env = |name: &str| std::env::var(name).ok();
+    folders
+        .iter()
+        .map(|folder| {
+            let bad = |message: String| BadPattern {
+                key: key.to_string(),
+                pattern: folder.clone(),
+                message,
+            };
+            let expanded = crate::taskspec::expand_home(folder, &env).map_err(bad)?;
+            if expanded.starts_with('/') {
+                Ok(PathBuf::from(expanded))
+            } else {
+                Err(bad("write an absolute path or one starting with ~/".into()))
+            }
+        })
+        .collect()
 }
 
 fn set(field: &mut bool, value: Option<bool>) {
@@ -612,6 +650,43 @@ impl Scopes {
         ))
     }
 
+    /// A bind of the host folder `source` (resolved: `resolved`) that is not one of the
+    /// run's own folders.
+    pub fn check_mount(
+        &self,
+        plugin: &str,
+        source: &str,
+        resolved: &Path,
+    ) -> Result<(), ScopeDenial> {
+        let Some(folders) = &self.docker.mounts else {
+            return Ok(());
+        };
+        let within = |folder: &PathBuf| {
+            let folder = folder.canonicalize().unwrap_or_else(|_| folder.clone());
+            resolved.starts_with(folder)
+        };
+        if folders.iter().any(within) {
+            return Ok(());
+        }
+        let listed = if folders.is_empty() {
+            "none".to_string()
+        } else {
+            folders
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        Err(ScopeDenial::new(
+            plugin,
+            Capability::Docker,
+            "docker.run-container",
+            format!("mount source {source:?} ({})", resolved.display()),
+            format!("docker.mounts: {listed}"),
+            format!("mounts: [{:?}]", resolved.display().to_string()),
+        ))
+    }
+
     pub fn check_host_network(&self, plugin: &str) -> Result<(), ScopeDenial> {
         if self.docker.host_network {
             return Ok(());
@@ -743,6 +818,7 @@ mod tests {
         let entry = DockerEntry {
             images: Some(images.iter().map(|s| s.to_string()).collect()),
             host_network: None,
+            mounts: None,
         };
         Scopes::narrowest()
             .with_entries(None, Some(&entry), None, None)

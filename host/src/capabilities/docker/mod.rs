@@ -87,6 +87,18 @@ impl PluginState {
         self.scopes
             .check_image(&self.plugin, "docker.run-container", &spec.image)
             .map_err(|d| self.scope_denied(d))?;
+        let run_folders = self.run.bind_scope().run_folders().to_vec();
+        for mount in &spec.mounts {
+            // A source that does not resolve is refused by the policy's own check.
+            let Ok((resolved, _)) = crate::runtime::host_paths::resolve(&mount.source, true) else {
+                continue;
+            };
+            if !run_folders.iter().any(|f| resolved.starts_with(f)) {
+                self.scopes
+                    .check_mount(&self.plugin, &mount.source, &resolved)
+                    .map_err(|d| self.scope_denied(d))?;
+            }
+        }
         if matches!(
             spec.network,
             crate::runtime::bindings::types::NetworkMode::Host
