@@ -453,3 +453,67 @@ fn a_third_party_plugin_creates_repositories_only_within_its_github_scope() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(gh.api.has_repo(&format!("{USER}/mine")));
 }
+
+/// A third-party copy of `workspace-github` may fork only with `fork: true`, and only
+/// from and to repositories its scope lists: no fork request reaches the API before.
+#[test]
+fn a_third_party_plugin_forks_only_within_its_github_scope() {
+    if !git_available() {
+        return;
+    }
+    let gh = github();
+    let plugins = support::third_party_copy("workspace_github");
+    let dir = plugins.path().to_str().unwrap();
+    let workspace = "source: github\nowner: upstream\nrepo: app\nfork: true\n";
+    let run_granted = |home: &Home, grant: &str| {
+        run_args(
+            home,
+            &gh.api,
+            workspace,
+            Some(TOKEN),
+            &["--plugin-dir", dir, "--grant", grant],
+        )
+    };
+    let forked = || {
+        gh.api
+            .requests()
+            .iter()
+            .any(|(r, _)| r == "POST /repos/upstream/app/forks")
+    };
+
+    // The source listed, `fork` not.
+    let home = Home::new();
+    let output = run_granted(
+        &home,
+        "workspace-github=events,git,github:repo=upstream/app",
+    );
+    let said = stderr(&output);
+    assert!(
+        said.contains("github.fork-repository by plugin workspace-github")
+            && said.contains("{workspace-github: {github: {fork: true}}}"),
+        "{said}"
+    );
+    assert!(!forked());
+
+    // `fork` allowed, but the fork would land in the user's account, not listed.
+    let home = Home::new();
+    let output = run_granted(
+        &home,
+        "workspace-github=events,git,github:repo=upstream/app,github:fork",
+    );
+    let said = stderr(&output);
+    assert!(
+        said.contains(&format!("repository \"{USER}/app\"")),
+        "{said}"
+    );
+    assert!(!forked());
+
+    let home = Home::new();
+    let grant = format!(
+        "workspace-github=events,github:repo=upstream/app,github:repo={USER}/app,github:fork,\
+         git:remote=http://127.0.0.1:*/**"
+    );
+    let output = run_granted(&home, &grant);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(forked());
+}

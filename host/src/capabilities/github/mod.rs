@@ -6,8 +6,9 @@
 //! failed answers whole, [`error`] turns them into messages with the fix, [`repos`]
 //! holds the operations. Every call naming a repository is first checked against the
 //! plugin's `github` scope ([`crate::runtime::scopes`]): the repository against
-//! `repos`, a fork against `fork`, a new repository (its `owner/name`, the token's user
-//! when no owner is given) against `create` and `repos`.
+//! `repos`, a fork against `fork` (the repository forked and where the fork lands), a
+//! new repository (its `owner/name`, the token's user when no owner is given) against
+//! `create` and `repos`.
 
 mod client;
 mod error;
@@ -53,15 +54,28 @@ impl PluginState {
             .map_err(|d| self.scope_denied(d))
     }
 
-    /// Checks the creation of `request` (`call`); a request without an owner is for the
-    /// token's user, asked of GitHub only when the scope lists repositories.
+    /// Checks the creation of `request` (`call`).
     async fn check_new_repo(
         &mut self,
         call: &'static str,
         request: &NewRepository,
     ) -> wasmtime::Result<Result<(), Error>> {
-        let owner = match &request.owner {
-            Some(owner) => owner.clone(),
+        self.check_destination(call, request.owner.as_deref(), &request.name, "create")
+            .await
+    }
+
+    /// Checks a repository a call makes (`needs`: `create` or `fork`) at `owner/name`;
+    /// without an owner it is the token's user's, asked of GitHub only when the scope
+    /// lists repositories.
+    async fn check_destination(
+        &mut self,
+        call: &'static str,
+        owner: Option<&str>,
+        name: &str,
+        needs: &'static str,
+    ) -> wasmtime::Result<Result<(), Error>> {
+        let owner = match owner {
+            Some(owner) => owner.to_string(),
             None if self.scopes.github.repos == crate::runtime::scopes::Patterns::Any => {
                 String::from("*")
             }
@@ -73,7 +87,7 @@ impl PluginState {
                 Err(e) => return Ok(Err(e)),
             },
         };
-        Ok(self.check_repo(call, &owner, &request.name, Some("create")))
+        Ok(self.check_repo(call, &owner, name, Some(needs)))
     }
 
     /// Reports a wait for GitHub as a progress event of the plugin.
@@ -119,7 +133,15 @@ impl Host for PluginState {
         organization: Option<String>,
     ) -> wasmtime::Result<Result<Repository, Error>> {
         self.run.ensure_active()?;
-        if let Err(e) = self.check_repo("github.fork-repository", &owner, &name, Some("fork")) {
+        let call = "github.fork-repository";
+        if let Err(e) = self.check_repo(call, &owner, &name, Some("fork")) {
+            return Ok(Err(e));
+        }
+        // Where the fork lands must be in scope too.
+        if let Err(e) = self
+            .check_destination(call, organization.as_deref(), &name, "fork")
+            .await?
+        {
             return Ok(Err(e));
         }
         let progress = self.github_progress();
