@@ -413,6 +413,48 @@ fn plugins_are_found_on_the_plugin_path_and_can_be_inspected() {
         .contains(&serde_json::json!("docker")));
 }
 
+#[test]
+fn plugins_inspect_shows_the_effective_scope_of_each_capability() {
+    let home = Home::new();
+    let inspect = |args: &[&str]| -> serde_json::Value {
+        let output = home.agentgate(args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    // A built-in keeps today's reach...
+    let info = inspect(&["plugins", "inspect", "sandbox-docker"]);
+    assert_eq!(info["scopes"]["docker"]["images"], "any", "{info:#}");
+    assert_eq!(info["scopes"]["process"]["unsealed"], true, "{info:#}");
+    // ...until the operator narrows it.
+    std::fs::write(
+        home.dir.path().join("grants.yaml"),
+        "plugins:\n  sandbox-docker:\n    docker: {images: [\"node:20\"], hostNetwork: false}\n",
+    )
+    .unwrap();
+    let info = inspect(&["plugins", "inspect", "sandbox-docker"]);
+    assert_eq!(
+        info["scopes"]["docker"],
+        serde_json::json!({"images": ["node:20"], "hostNetwork": false, "mounts": "any the top-level mounts: allows"}),
+        "{info:#}"
+    );
+    // A plugin that is not built in reaches only what its grant lists.
+    let info = inspect(&[
+        "--grant",
+        "sneaky-docker=docker",
+        "--plugin-dir",
+        fixture_plugins().to_str().unwrap(),
+        "plugins",
+        "inspect",
+        "sneaky-docker",
+    ]);
+    assert_eq!(
+        info["scopes"]["docker"],
+        serde_json::json!({"images": [], "hostNetwork": false, "mounts": []}),
+        "{info:#}"
+    );
+    assert!(info["scopes"].get("process").is_none(), "{info:#}");
+}
+
 /// An `agentgate` child that is killed if the test ends before it exits.
 struct Reaped(std::process::Child);
 

@@ -735,3 +735,81 @@ fn an_unprivileged_user_in_a_delegated_cgroup_gets_the_whole_sandbox() {
         .collect();
     assert!(left.is_empty(), "cgroups left behind: {left:?}");
 }
+
+/// Runs a `local` workspace with `provider` from a third-party copy of the built-in
+/// `crate_name`, the operator's `grants`; returns the home and what the run said.
+fn run_third_party_provider(
+    crate_name: &str,
+    provider: &str,
+    grants: &str,
+    workspace: &Path,
+) -> (Home, String) {
+    let plugins = support::third_party_copy(crate_name);
+    let home = Home::new();
+    std::fs::write(home.dir.path().join("grants.yaml"), grants).unwrap();
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: {provider}\n{}",
+        workspace.display(),
+        shell_agent("echo AGENT-RAN; touch ran-here")
+    );
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(&path, task_spec("scoped", "x", &execution)).unwrap();
+    let output = home.agentgate(&[
+        "--plugin-dir",
+        plugins.path().to_str().unwrap(),
+        "run",
+        path.to_str().unwrap(),
+    ]);
+    let said = format!("{}\n{}", stderr(&output), home.result());
+    (home, said)
+}
+
+/// A third-party provider granted `process` may start only sealed processes: one that
+/// runs the agent unsealed on the host (a copy of `sandbox-none`) is refused before
+/// anything starts, with the line that would allow it; `programs` narrows the unsealed
+/// spawns to the files listed. A sealed one (a copy of `sandbox-subprocess`) runs.
+#[test]
+fn a_third_party_provider_starts_unsealed_processes_only_when_the_operator_says_so() {
+    let workspace = tempfile::tempdir().unwrap();
+    let granted = "plugins:\n  sandbox-none:\n    capabilities: [events, process]\n";
+    let (home, said) = run_third_party_provider("sandbox_none", "none", granted, workspace.path());
+    assert_ne!(home.result()["status"], "succeeded", "{said}");
+    assert!(
+        said.contains("process.spawn by plugin sandbox-none: unsealed program")
+            && said.contains("plugins: {sandbox-none: {process: {unsealed: true}}}"),
+        "{said}"
+    );
+    let denied = support::denied_events(&home);
+    assert_eq!(denied[0]["source"], "sandbox-none", "{denied:?}");
+    assert_eq!(denied[0]["call"], "process.spawn");
+    assert!(!workspace.path().join("ran-here").exists());
+    assert!(!home.log("stdout.log").contains("AGENT-RAN"));
+
+    // Unsealed spawns allowed, but only of python3: `sh` is still refused.
+    let python =
+        format!("{granted}    process: {{unsealed: true, programs: [/usr/bin/python3]}}\n");
+    let (home, said) = run_third_party_provider("sandbox_none", "none", &python, workspace.path());
+    assert!(
+        said.contains("process.programs: /usr/bin/python3")
+            && said.contains("{sandbox-none: {process: {unsealed: true, programs: [")
+            && said.contains("/usr/bin/sh"),
+        "{said}"
+    );
+    assert!(!workspace.path().join("ran-here").exists());
+    assert!(!home.log("stdout.log").contains("AGENT-RAN"));
+
+    let unsealed = format!("{granted}    process: {{unsealed: true}}\n");
+    let (home, said) =
+        run_third_party_provider("sandbox_none", "none", &unsealed, workspace.path());
+    assert_eq!(home.result()["status"], "succeeded", "{said}");
+    assert!(workspace.path().join("ran-here").exists());
+
+    // A sealed provider needs no more than `process`.
+    let workspace = tempfile::tempdir().unwrap();
+    let sealed = "plugins:\n  sandbox-subprocess:\n    capabilities: [events, process]\n";
+    let (home, said) =
+        run_third_party_provider("sandbox_subprocess", "subprocess", sealed, workspace.path());
+    assert_eq!(home.result()["status"], "succeeded", "{said}");
+    assert!(home.log("stdout.log").contains("AGENT-RAN"), "{said}");
+    assert!(support::denied_events(&home).is_empty());
+}

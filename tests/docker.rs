@@ -548,3 +548,179 @@ fn sigterm_removes_the_container() {
     assert_nothing_left(&home);
     assert!(eventually(10, || processes_with_arg("3582").is_empty()));
 }
+
+/// Runs `execution` with `grants.yaml` holding `grants` and, when given, a plugin folder;
+/// returns the home and what the run said (stderr and result).
+fn run_with_plugins(grants: &str, plugin_dir: Option<&Path>, execution: &str) -> (Home, String) {
+    let home = Home::new();
+    std::fs::write(home.dir.path().join("grants.yaml"), grants).unwrap();
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(&path, task_spec("scoped", "x", execution)).unwrap();
+    let mut args = Vec::new();
+    if let Some(dir) = plugin_dir {
+        args.extend(["--plugin-dir", dir.to_str().unwrap()]);
+    }
+    args.extend(["run", path.to_str().unwrap()]);
+    let output = home.agentgate(&args);
+    assert_nothing_left(&home);
+    let said = format!("{}\n{}", stderr(&output), home.result());
+    (home, said)
+}
+
+/// Containers the engine created for the home's run, from the engine's own event log:
+/// one created and removed again would not show in `docker ps`.
+fn containers_created(home: &Home, since: &str) -> String {
+    let run_id = home.result()["runId"].as_str().unwrap().to_string();
+    let until = humantime_now();
+    let out = Command::new("docker")
+        .args(["events", "--since", since, "--until", &until])
+        .args(["--filter", "type=container", "--filter", "event=create"])
+        .args(["--filter", &format!("label=io.agentgate.run-id={run_id}")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Seconds since the epoch, as `docker events --since/--until` takes them.
+fn humantime_now() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    format!("{}.{:09}", now.as_secs(), now.subsec_nanos())
+}
+
+#[test]
+fn a_third_party_provider_runs_only_the_images_its_scope_lists() {
+    if !docker_ready() {
+        return;
+    }
+    // The built-in `sandbox-docker`, loaded from a plugin folder: a third-party plugin.
+    let plugins = support::third_party_copy("sandbox_docker");
+    let workspace = tempfile::tempdir().unwrap();
+    let execution = in_docker(workspace.path(), false, "", &shell_agent("echo AGENT-RAN"));
+    let granted = "plugins:\n  sandbox-docker:\n    capabilities: [events, process, docker]\n";
+
+    // Granted `docker` without a scope: no image at all, refused before create.
+    let since = humantime_now();
+    let (home, said) = run_with_plugins(granted, Some(plugins.path()), &execution);
+    assert_ne!(home.result()["status"], "succeeded", "{said}");
+    assert!(
+        said.contains("docker.run-container by plugin sandbox-docker")
+            && said.contains(&format!("image {IMAGE:?} (docker.io/{IMAGE})"))
+            && said.contains("docker.images: none"),
+        "{said}"
+    );
+    let denied = support::denied_events(&home);
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    assert_eq!(denied[0]["source"], "sandbox-docker");
+    assert_eq!(denied[0]["call"], "docker.run-container");
+    assert_eq!(
+        denied[0]["allow"],
+        format!("plugins: {{sandbox-docker: {{docker: {{images: [{IMAGE:?}]}}}}}}")
+    );
+    assert!(!home.log("stdout.log").contains("AGENT-RAN"));
+    assert_eq!(
+        containers_created(&home, &since),
+        "",
+        "a container was created"
+    );
+
+    // The same plugin with the image in its scope (a glob across the tag) runs.
+    let scoped = format!("{granted}    docker: {{images: [\"agentgate-test/busybox:*\"]}}\n");
+    let (home, said) = run_with_plugins(&scoped, Some(plugins.path()), &execution);
+    assert_eq!(home.result()["status"], "succeeded", "{said}");
+    assert_eq!(home.log("stdout.log"), "AGENT-RAN\n");
+    assert!(support::denied_events(&home).is_empty());
+}
+
+#[test]
+fn the_operator_narrows_the_builtin_provider_before_any_pull_or_create() {
+    if !docker_ready() {
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let narrowed =
+        "plugins:\n  sandbox-docker:\n    docker: {images: [\"node:20\", \"python:3.12-*\"]}\n";
+    // The test image exists locally: refused at create.
+    let execution = in_docker(workspace.path(), false, "", &shell_agent("echo AGENT-RAN"));
+    let since = humantime_now();
+    let (home, said) = run_with_plugins(narrowed, None, &execution);
+    assert_ne!(home.result()["status"], "succeeded", "{said}");
+    assert!(
+        said.contains("docker.run-container by plugin sandbox-docker")
+            && said.contains("docker.images: node:20, python:3.12-*"),
+        "{said}"
+    );
+    assert!(!home.log("stdout.log").contains("AGENT-RAN"));
+    assert_eq!(
+        containers_created(&home, &since),
+        "",
+        "a container was created"
+    );
+
+    // An absent image is refused before the pull (which could not reach a registry
+    // here and would fail with another message).
+    let absent = execution.replace(IMAGE, "agentgate-test/absent:1");
+    let (home, said) = run_with_plugins(narrowed, None, &absent);
+    assert!(
+        said.contains("docker.pull-image by plugin sandbox-docker")
+            && !said.contains("could not be pulled"),
+        "{said}"
+    );
+    let denied = support::denied_events(&home);
+    assert_eq!(denied[0]["call"], "docker.pull-image", "{denied:?}");
+
+    // Narrowed to the test image, the built-in runs as before.
+    let listed = format!("plugins:\n  sandbox-docker:\n    docker: {{images: [{IMAGE:?}]}}\n");
+    let (home, said) = run_with_plugins(&listed, None, &execution);
+    assert_eq!(home.result()["status"], "succeeded", "{said}");
+}
+
+#[test]
+fn a_third_party_provider_binds_only_the_folders_its_scope_lists() {
+    if !docker_ready() {
+        return;
+    }
+    let plugins = support::third_party_copy("sandbox_docker");
+    let workspace = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("data.txt"), "listed").unwrap();
+    let mount = format!(
+        "mounts:\n  - source: {}\n    target: /data\n",
+        data.path().display()
+    );
+    let execution = in_docker(
+        workspace.path(),
+        false,
+        &mount,
+        &shell_agent("cat /data/data.txt"),
+    );
+    // The operator allows the folder for every provider; this plugin's scope does not.
+    let granted = format!(
+        "mounts: [{}]\nplugins:\n  sandbox-docker:\n    capabilities: [events, process, docker]\n    docker:\n      images: [{IMAGE:?}]\n",
+        data.path().display()
+    );
+    let since = humantime_now();
+    let (home, said) = run_with_plugins(&granted, Some(plugins.path()), &execution);
+    assert_ne!(home.result()["status"], "succeeded", "{said}");
+    assert!(
+        said.contains("docker.run-container by plugin sandbox-docker: mount source")
+            && said.contains("docker.mounts: none"),
+        "{said}"
+    );
+    assert_eq!(
+        support::denied_events(&home)[0]["call"],
+        "docker.run-container"
+    );
+    assert_eq!(
+        containers_created(&home, &since),
+        "",
+        "a container was created"
+    );
+
+    let listed = format!("{granted}      mounts: [{}]\n", data.path().display());
+    let (home, said) = run_with_plugins(&listed, Some(plugins.path()), &execution);
+    assert_eq!(home.result()["status"], "succeeded", "{said}");
+    assert_eq!(home.log("stdout.log"), "listed");
+}

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use git_server::{git, git_available, make_repo, Daemon, HttpGit, Recorder};
-use support::{shell_agent, stderr, task_spec, Home};
+use support::{denied_events, shell_agent, stderr, task_spec, Home};
 
 /// A token distinctive enough to grep for.
 const TOKEN: &str = "tok-9f3c2e51-never-written";
@@ -417,11 +417,17 @@ fn status_diff_commit_and_push() {
         .contains(TOKEN));
 }
 
-/// Runs the `pushing-workspace` fixture (granted `events` and `git`): it clones `url`
-/// with the host variable `PUSH_TOKEN`, the agent runs `script` in a `subprocess`
-/// sandbox, then at release, the agent gone, the plugin commits, checks out
-/// `agent/work` and pushes it through the host's `git` capability.
+/// Runs the `pushing-workspace` fixture (granted `events` and `git`, cloning from and
+/// pushing to `url`): it clones `url` with the host variable `PUSH_TOKEN`, the agent
+/// runs `script` in a `subprocess` sandbox, then at release, the agent gone, the plugin
+/// commits, checks out `agent/work` and pushes it through the host's `git` capability.
 fn run_push_back(home: &Home, url: &str, script: &str) -> Output {
+    let grant = format!("pushing-workspace=events,git:remote={url},git:push");
+    run_push_back_granted(home, url, script, &grant)
+}
+
+/// [`run_push_back`] with the `--grant` flag `grant`.
+fn run_push_back_granted(home: &Home, url: &str, script: &str, grant: &str) -> Output {
     let execution = format!(
         "workspace:\n  source: push-back\n  options:\n    url: {url}\n    branch: agent/work\n    tokenEnv: PUSH_TOKEN\nsandbox:\n  provider: subprocess\n  resources:\n    timeout: 60s\n{}",
         shell_agent(script)
@@ -431,7 +437,7 @@ fn run_push_back(home: &Home, url: &str, script: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_agentgate"))
         .args(["run", path.to_str().unwrap(), "--plugin-dir"])
         .arg(support::fixture_plugins())
-        .args(["--grant", "pushing-workspace=events,git"])
+        .args(["--grant", grant])
         .env("AGENTGATE_HOME", home.dir.path())
         .env_remove("AGENTGATE_PLUGIN_PATH")
         .env_remove("GITHUB_TOKEN")
@@ -772,4 +778,77 @@ fn alternates_lend_no_host_objects_to_a_push() {
         !lib.server_has(&lib.private_commit),
         "the host repository's commit reached the server"
     );
+}
+
+/// What a run said: its stderr and, when it made a run folder, its result.json.
+fn outcome(home: &Home, output: &Output) -> String {
+    let result = if home.dir.path().join("runs").exists() {
+        home.result().to_string()
+    } else {
+        String::new()
+    };
+    format!("{}\n{result}", stderr(output))
+}
+
+/// A plugin that is not built in, granted `git`, reaches only the remotes its scope
+/// lists and pushes only with `push`: a clone outside it and a push without it are
+/// refused with the line that would allow them, and nothing reaches the server.
+#[test]
+fn a_third_party_plugin_clones_and_pushes_only_within_its_git_scope() {
+    if !git_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    make_repo(root.path(), "app");
+    let server = HttpGit::start(root.path(), Some(TOKEN));
+    let url = server.url("app");
+    let bare = root.path().join("app.git");
+    let pushed = || {
+        Command::new("git")
+            .arg("--git-dir")
+            .arg(&bare)
+            .args(["rev-parse", "--verify", "-q", "refs/heads/agent/work"])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    const WORK: &str = "echo AGENT-RAN\necho 'agent work' > WORK.md\n";
+
+    // `git` alone: no remote at all.
+    let home = Home::new();
+    let output = run_push_back_granted(&home, &url, WORK, "pushing-workspace=events,git");
+    let said = outcome(&home, &output);
+    assert!(!output.status.success(), "{said}");
+    assert!(
+        said.contains("git.clone by plugin pushing-workspace")
+            && said.contains("plugins: {pushing-workspace: {git: {remotes: [")
+            && said.contains(&url),
+        "{said}"
+    );
+    assert!(!home.log("stdout.log").contains("AGENT-RAN"), "{said}");
+
+    // The remote listed, `push` not: the agent works, the push is refused.
+    let home = Home::new();
+    let grant = format!("pushing-workspace=events,git:remote={url}");
+    let output = run_push_back_granted(&home, &url, WORK, &grant);
+    let said = outcome(&home, &output);
+    assert!(home.log("stdout.log").contains("AGENT-RAN"), "{said}");
+    assert!(
+        said.contains("git.push by plugin pushing-workspace")
+            && said.contains("plugins: {pushing-workspace: {git: {push: true}}}"),
+        "{said}"
+    );
+    let denied = denied_events(&home);
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    assert_eq!(denied[0]["source"], "pushing-workspace");
+    assert_eq!(denied[0]["call"], "git.push");
+    assert_eq!(denied[0]["argument"], format!("remote {url:?}"));
+    assert!(!pushed(), "a refused push reached the server");
+
+    // With `push`, the same run delivers.
+    let home = Home::new();
+    let output = run_push_back(&home, &url, WORK);
+    assert!(output.status.success(), "{}", outcome(&home, &output));
+    assert!(pushed());
 }

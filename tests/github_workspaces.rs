@@ -50,6 +50,17 @@ fn github() -> Github {
 /// Runs a spec whose workspace is `workspace` (YAML under `workspace:`) with the API at
 /// `api` and `token` as `GITHUB_TOKEN`.
 fn run(home: &Home, api: &GithubApi, workspace: &str, token: Option<&str>) -> Output {
+    run_args(home, api, workspace, token, &[])
+}
+
+/// [`run`] with more arguments of `agentgate` (`--plugin-dir`, `--grant`).
+fn run_args(
+    home: &Home,
+    api: &GithubApi,
+    workspace: &str,
+    token: Option<&str>,
+    args: &[&str],
+) -> Output {
     let execution = format!(
         "workspace:\n{}sandbox:\n  provider: none\n{}",
         support::indent(workspace, 2),
@@ -59,6 +70,7 @@ fn run(home: &Home, api: &GithubApi, workspace: &str, token: Option<&str>) -> Ou
     std::fs::write(&path, task_spec("gh", "work", &execution)).unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_agentgate"));
     command
+        .args(args)
         .args(["run", path.to_str().unwrap()])
         .env("AGENTGATE_HOME", home.dir.path())
         .env_remove("AGENTGATE_PLUGIN_PATH")
@@ -385,4 +397,123 @@ fn api_failures_name_the_repository_and_the_fix() {
         err.contains("cannot be reached") && err.contains("GITHUB_API_URL"),
         "{err}"
     );
+}
+
+/// A third-party copy of `workspace-github-new`, granted `github` without a scope,
+/// cannot create a repository: the call is refused with the line that would allow it
+/// and nothing reaches the API's create endpoint. Listed and allowed, it creates.
+#[test]
+fn a_third_party_plugin_creates_repositories_only_within_its_github_scope() {
+    if !git_available() {
+        return;
+    }
+    let gh = github();
+    let plugins = support::third_party_copy("workspace_github_new");
+    let dir = plugins.path().to_str().unwrap();
+    let workspace = "source: github-new\nrepoName: mine\n";
+
+    let home = Home::new();
+    let grant = "workspace-github-new=events,git,github";
+    let output = run_args(
+        &home,
+        &gh.api,
+        workspace,
+        Some(TOKEN),
+        &["--plugin-dir", dir, "--grant", grant],
+    );
+    let said = stderr(&output);
+    assert!(!output.status.success(), "{said}");
+    assert!(
+        said.contains("github.create-repository by plugin workspace-github-new")
+            && said.contains(&format!("repository \"{USER}/mine\""))
+            && said.contains("{workspace-github-new: {github: {repos: ["),
+        "{said}"
+    );
+    let denied = support::denied_events(&home);
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    assert_eq!(denied[0]["call"], "github.create-repository");
+    assert!(
+        !gh.api.requests().iter().any(|(r, _)| r.starts_with("POST")),
+        "{:?}",
+        gh.api.requests()
+    );
+    assert!(!gh.api.has_repo(&format!("{USER}/mine")));
+
+    let home = Home::new();
+    let grant = format!(
+        "workspace-github-new=events,github:repo={USER}/mine,github:create,git:remote=http://127.0.0.1:*/**"
+    );
+    let output = run_args(
+        &home,
+        &gh.api,
+        workspace,
+        Some(TOKEN),
+        &["--plugin-dir", dir, "--grant", &grant],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(gh.api.has_repo(&format!("{USER}/mine")));
+}
+
+/// A third-party copy of `workspace-github` may fork only with `fork: true`, and only
+/// from and to repositories its scope lists: no fork request reaches the API before.
+#[test]
+fn a_third_party_plugin_forks_only_within_its_github_scope() {
+    if !git_available() {
+        return;
+    }
+    let gh = github();
+    let plugins = support::third_party_copy("workspace_github");
+    let dir = plugins.path().to_str().unwrap();
+    let workspace = "source: github\nowner: upstream\nrepo: app\nfork: true\n";
+    let run_granted = |home: &Home, grant: &str| {
+        run_args(
+            home,
+            &gh.api,
+            workspace,
+            Some(TOKEN),
+            &["--plugin-dir", dir, "--grant", grant],
+        )
+    };
+    let forked = || {
+        gh.api
+            .requests()
+            .iter()
+            .any(|(r, _)| r == "POST /repos/upstream/app/forks")
+    };
+
+    // The source listed, `fork` not.
+    let home = Home::new();
+    let output = run_granted(
+        &home,
+        "workspace-github=events,git,github:repo=upstream/app",
+    );
+    let said = stderr(&output);
+    assert!(
+        said.contains("github.fork-repository by plugin workspace-github")
+            && said.contains("{workspace-github: {github: {fork: true}}}"),
+        "{said}"
+    );
+    assert!(!forked());
+
+    // `fork` allowed, but the fork would land in the user's account, not listed.
+    let home = Home::new();
+    let output = run_granted(
+        &home,
+        "workspace-github=events,git,github:repo=upstream/app,github:fork",
+    );
+    let said = stderr(&output);
+    assert!(
+        said.contains(&format!("repository \"{USER}/app\"")),
+        "{said}"
+    );
+    assert!(!forked());
+
+    let home = Home::new();
+    let grant = format!(
+        "workspace-github=events,github:repo=upstream/app,github:repo={USER}/app,github:fork,\
+         git:remote=http://127.0.0.1:*/**"
+    );
+    let output = run_granted(&home, &grant);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(forked());
 }

@@ -11,6 +11,38 @@ pub fn fixture_plugins() -> PathBuf {
     PathBuf::from(env!("AGENTGATE_FIXTURE_PLUGIN_DIR"))
 }
 
+/// The component of the built-in plugin crate `crate_name` (e.g. `sandbox_docker`) as
+/// `host/build.rs` built it. Copied into a plugin folder, it loads as a plugin that is
+/// not built in, with only what the operator grants.
+pub fn builtin_component(crate_name: &str) -> PathBuf {
+    fixture_plugins()
+        .parent()
+        .unwrap()
+        .join("wasm32-wasip2/release")
+        .join(format!("{crate_name}.wasm"))
+}
+
+/// A plugin folder holding a copy of the built-in `crate_name`: see
+/// [`builtin_component`].
+pub fn third_party_copy(crate_name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        builtin_component(crate_name),
+        dir.path().join(format!("{crate_name}.wasm")),
+    )
+    .unwrap();
+    dir
+}
+
+/// The run's `denied` events (calls outside a plugin's scope).
+pub fn denied_events(home: &Home) -> Vec<serde_json::Value> {
+    home.log("events.ndjson")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["type"] == "denied")
+        .collect()
+}
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

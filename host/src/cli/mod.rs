@@ -52,7 +52,10 @@ pub struct Cli {
     /// Extra plugin directory (repeatable); also AGENTGATE_PLUGIN_PATH, colon-separated.
     #[arg(long = "plugin-dir", global = true)]
     plugin_dirs: Vec<PathBuf>,
-    /// Grant host interfaces to a plugin for this invocation: NAME=CAP[,CAP...].
+    /// Grant host interfaces to a plugin for this invocation: NAME=CAP[,CAP...]; a
+    /// `CAP:KEY=VALUE` item grants CAP and widens its scope (http:HOST,
+    /// process:unsealed, process:program=PATH, docker:image=GLOB, docker:hostNetwork,
+    /// git:remote=GLOB, git:push, github:repo=OWNER/NAME, github:create, github:fork).
     #[arg(long = "grant", global = true, value_name = "NAME=CAPS")]
     grants: Vec<String>,
     /// Bound of the compile cache (e.g. 512Mi, 2Gi); least recently used entries are

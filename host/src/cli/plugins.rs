@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use super::{fail, Cli, EXIT_ERROR, EXIT_INVALID};
 use crate::runtime::catalog::selector_field;
-use crate::runtime::grants::ImportKind;
+use crate::runtime::grants::{Capability, ImportKind};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum PluginsCommand {
@@ -96,6 +96,14 @@ pub async fn run(cli: &Cli, command: &PluginsCommand) -> ExitCode {
                     })).collect::<Vec<_>>(),
                     "granted": plugin.granted().iter().map(|c| c.name()).collect::<Vec<_>>(),
                     "httpHosts": plugin.http_hosts().entries(),
+                    // The effective scope of each granted capability that has one.
+                    "scopes": plugin.granted().iter().filter_map(|c| {
+                        let scope = match c {
+                            Capability::Http => Some(serde_json::json!({"hosts": plugin.http_hosts().entries()})),
+                            c => plugin.scopes().shown(*c),
+                        };
+                        scope.map(|s| (c.name().to_string(), s))
+                    }).collect::<serde_json::Map<_, _>>(),
                     "refused": plugin.refusal().map(|r| r.to_string()),
                     "optionsSchema": schema,
                 });

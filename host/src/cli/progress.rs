@@ -328,6 +328,7 @@ fn render(event: &RunEvent) -> Option<String> {
         EventBody::Phase { .. } | EventBody::Resources { .. } => None,
         EventBody::Progress { message, .. } => Some(block("  ", message)),
         EventBody::Log { level, message } => Some(block(&format!("  [{level}] "), message)),
+        EventBody::Denied { message, .. } => Some(block("  [denied] ", message)),
         EventBody::AgentMessage { text } => Some(block("  agent: ", text)),
         EventBody::ToolCall { name, input, .. } => {
             Some(format!("  tool {} {}", text(name), text(input)))

@@ -85,6 +85,19 @@ pub enum EventBody {
         pipe: &'static str,
         line: String,
     },
+    /// A plugin's call outside the scope the operator granted it (see
+    /// `runtime::scopes`): refused with `denied`, nothing done.
+    Denied {
+        /// The capability, e.g. `docker`.
+        capability: &'static str,
+        /// The call, e.g. `docker.run-container`.
+        call: &'static str,
+        /// The argument outside the scope.
+        argument: String,
+        /// The grants.yaml line that would allow the call.
+        allow: String,
+        message: String,
+    },
     /// The sandbox's resource use, sampled through the run (see
     /// `engine::sampler`).
     Resources {
@@ -140,6 +153,19 @@ impl EventBody {
                 is_error,
             },
             numbers @ (EventBody::Usage { .. } | EventBody::Resources { .. }) => numbers,
+            EventBody::Denied {
+                capability,
+                call,
+                argument,
+                allow,
+                message,
+            } => EventBody::Denied {
+                capability,
+                call,
+                argument: f(argument),
+                allow: f(allow),
+                message: f(message),
+            },
             EventBody::Output { pipe, line } => EventBody::Output {
                 pipe,
                 line: f(line),

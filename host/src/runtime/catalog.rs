@@ -55,6 +55,7 @@ pub struct LoadedPlugin {
     imports: Imports,
     granted: BTreeSet<Capability>,
     http_hosts: super::HostAllowlist,
+    scopes: std::sync::Arc<super::scopes::Scopes>,
     refusal: Option<Refusal>,
     pub(crate) wasm: Wasm,
     /// Compiled (or read from the compile cache) on first use.
@@ -100,6 +101,10 @@ impl LoadedPlugin {
     /// The hosts its `http` grant allows (empty without one).
     pub fn http_hosts(&self) -> &super::HostAllowlist {
         &self.http_hosts
+    }
+    /// How far each of its capabilities reaches.
+    pub fn scopes(&self) -> &std::sync::Arc<super::scopes::Scopes> {
+        &self.scopes
     }
     /// Why the plugin may not run, if it may not.
     pub fn refusal(&self) -> Option<&Refusal> {
@@ -412,6 +417,7 @@ async fn discover(
         imports,
         granted: granted.capabilities,
         http_hosts: granted.http_hosts,
+        scopes: std::sync::Arc::new(granted.scopes),
         refusal,
         wasm,
         component: tokio::sync::OnceCell::new_with(component),

@@ -13,6 +13,11 @@
 //! `--grant NAME=http:HOST`); with none listed it reaches nothing. The built-in
 //! `agent-claude-agent-sdk` may reach only the host of `ANTHROPIC_BASE_URL`.
 //!
+//! Every other capability is scoped too, by keys beside `capabilities` in the plugin's
+//! entry (`process:`, `docker:`, `git:`, `github:`, `http:`) or `--grant NAME=CAP:KEY=VALUE`:
+//! a plugin that is not built in reaches nothing its entry does not list; a built-in
+//! keeps today's reach unless the operator narrows it. See [`super::scopes`].
+//!
 //! The file also says which host folders a TaskSpec may reach (`workspaces:`,
 //! `mounts:`); the policy that applies them is [`super::host_paths`].
 
@@ -23,6 +28,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::host_paths::PathGrants;
+use super::scopes::{
+    BadPattern, DockerEntry, GitEntry, GithubEntry, HttpEntry, ProcessEntry, Scopes,
+};
 use super::wasi_http::{BadHost, HostAllowlist};
 
 /// A host interface a plugin can be granted.
@@ -282,6 +290,7 @@ pub fn classify_imports<'a>(names: impl IntoIterator<Item = &'a str>) -> Imports
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Grant {
+    #[serde(default)]
     pub capabilities: BTreeSet<Capability>,
     /// The plugin version `describe()` must report. When set, the grant holds only
     /// for that version.
@@ -294,6 +303,31 @@ pub struct Grant {
     /// With `http`: the hosts (`name` or `name:port`) requests may go to; no others.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
+    /// `http: {hosts: [...]}`: the same list as `hosts`, in the form of the other
+    /// scopes; read into `hosts`.
+    #[serde(default, skip_serializing)]
+    pub http: Option<HttpEntry>,
+    /// The scopes of the other capabilities (see [`super::scopes`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker: Option<DockerEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub github: Option<GithubEntry>,
+}
+
+impl Grant {
+    /// The scopes of this entry laid over `base` (a built-in's or the narrowest).
+    fn scopes(&self, base: Scopes) -> Result<Scopes, BadPattern> {
+        base.with_entries(
+            self.process.as_ref(),
+            self.docker.as_ref(),
+            self.git.as_ref(),
+            self.github.as_ref(),
+        )
+    }
 }
 
 /// What the operator granted to plugins that are not built in, by plugin name.
@@ -358,14 +392,15 @@ pub enum GrantsError {
          NAME:\n        \
          capabilities: [events, sandbox]\n        \
          version: \"1.2.0\"        # optional\n        \
-         digest: \"sha256:HEX\"    # optional"
+         digest: \"sha256:HEX\"    # optional\n        \
+         docker: {{images: [\"node:20\"]}}  # optional scopes: process, docker, git, github, http"
     )]
     Parse {
         path: String,
         source: serde_yaml::Error,
     },
     #[error(
-        "--grant {0:?}: expected NAME=CAPABILITY[,CAPABILITY...], e.g. my-driver=events,sandbox"
+        "--grant {0:?}: expected NAME=CAPABILITY[,CAPABILITY...], e.g. my-driver=events,sandbox or my-provider=events,docker:image=node:20"
     )]
     BadFlag(String),
     #[error("--grant {flag:?}: {message}")]
@@ -378,6 +413,14 @@ pub enum GrantsError {
     },
     #[error("the grants file {path}: plugins.{plugin}.hosts lists hosts but capability http is not granted; add http to its capabilities or remove hosts")]
     HostsWithoutHttp { path: String, plugin: String },
+    #[error("the grants file {path}: plugins.{plugin}.{source}")]
+    BadScope {
+        path: String,
+        plugin: String,
+        source: BadPattern,
+    },
+    #[error("--grant {flag:?}: {source}")]
+    BadFlagScope { flag: String, source: BadPattern },
     #[error("ANTHROPIC_BASE_URL: {0}")]
     BadBaseUrl(BadHost),
     #[error("the grants file {path}: {key}: {entry:?} {message}; write an absolute path or one starting with ~/")]
@@ -409,7 +452,17 @@ impl Grants {
                 source,
             })?;
         grants.read_folders(path)?;
-        for (plugin, grant) in &grants.plugins {
+        for (plugin, grant) in &mut grants.plugins {
+            if let Some(http) = grant.http.take() {
+                grant.hosts.extend(http.hosts);
+            }
+            grant
+                .scopes(Scopes::narrowest())
+                .map_err(|source| GrantsError::BadScope {
+                    path: path.display().to_string(),
+                    plugin: plugin.clone(),
+                    source,
+                })?;
             let at = |source| GrantsError::BadHost {
                 path: path.display().to_string(),
                 plugin: plugin.clone(),
@@ -482,7 +535,8 @@ impl Grants {
     }
 
     /// Adds a `NAME=cap,cap` flag from the command line; `http:HOST` grants `http`
-    /// and allows `HOST`.
+    /// and allows `HOST`; `CAP:KEY[=VALUE]` grants `CAP` and widens its scope (see
+    /// [`super::scopes`]).
     pub fn add_flag(&mut self, flag: &str) -> Result<(), GrantsError> {
         let (name, caps) = flag
             .split_once('=')
@@ -490,6 +544,21 @@ impl Grants {
             .ok_or_else(|| GrantsError::BadFlag(flag.to_string()))?;
         let entry = self.plugins.entry(name.to_string()).or_default();
         for cap in caps.split(',').filter(|c| !c.is_empty()) {
+            let scoped =
+                Scopes::flag_item(cap, entry).map_err(|message| GrantsError::BadCapability {
+                    flag: flag.to_string(),
+                    message,
+                })?;
+            if let Some(capability) = scoped {
+                entry.capabilities.insert(capability);
+                entry
+                    .scopes(Scopes::narrowest())
+                    .map_err(|source| GrantsError::BadFlagScope {
+                        flag: flag.to_string(),
+                        source,
+                    })?;
+                continue;
+            }
             if let Some(host) = cap.strip_prefix("http:") {
                 HostAllowlist::parse(&[host]).map_err(|e| GrantsError::BadCapability {
                     flag: flag.to_string(),
@@ -530,13 +599,15 @@ impl Grants {
             None => Granted {
                 capabilities: grant.capabilities.clone(),
                 mismatch: None,
-                // Checked when read; an entry that is not a host allows nothing.
+                // Checked when read; an entry that is not a host or pattern allows nothing.
                 http_hosts: HostAllowlist::parse(&grant.hosts).unwrap_or_default(),
+                scopes: grant.scopes(Scopes::narrowest()).unwrap_or_default(),
             },
             Some(pin) => Granted {
                 capabilities: BTreeSet::new(),
                 mismatch: Some(pin),
                 http_hosts: HostAllowlist::default(),
+                scopes: Scopes::narrowest(),
             },
         }
     }
@@ -550,6 +621,8 @@ pub struct Granted {
     pub mismatch: Option<PinMismatch>,
     /// With `http`: where requests may go.
     pub http_hosts: HostAllowlist,
+    /// How far each other capability reaches.
+    pub scopes: Scopes,
 }
 
 /// A grant pinned to a version or digest other than the component's.
@@ -579,7 +652,9 @@ pub fn builtin_grant(kind: crate::runtime::bindings::types::PluginKind) -> BTree
 pub const ANTHROPIC_SDK_PLUGIN: &str = "agent-claude-agent-sdk";
 
 /// The grant of the built-in plugin `name`: its kind's fixed capabilities, and for
-/// the Agent SDK driver `http` to the Anthropic API host only.
+/// the Agent SDK driver `http` to the Anthropic API host only; their scopes are
+/// today's unless the operator narrowed them in the plugin's entry (an entry whose
+/// patterns do not parse, which `Grants::from_file` refuses, narrows to nothing).
 pub fn builtin_granted(
     name: &str,
     kind: crate::runtime::bindings::types::PluginKind,
@@ -594,10 +669,15 @@ pub fn builtin_granted(
             .clone()
             .unwrap_or_else(|| HostAllowlist::parse(&["api.anthropic.com"]).expect("a valid host"));
     }
+    let scopes = match grants.plugins.get(name) {
+        Some(entry) => entry.scopes(Scopes::builtin()).unwrap_or_default(),
+        None => Scopes::builtin(),
+    };
     Granted {
         capabilities,
         mismatch: None,
         http_hosts,
+        scopes,
     }
 }
 
@@ -957,5 +1037,155 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(text.starts_with("ANTHROPIC_BASE_URL:"), "{text}");
+    }
+
+    #[test]
+    fn scopes_are_read_from_the_plugins_entry_with_todays_files_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grants.yaml");
+        std::fs::write(
+            &path,
+            r#"plugins:
+  my-provider:
+    capabilities: [events, process, docker, git, github, http]
+    process: {unsealed: false, programs: ["/usr/bin/python3"]}
+    docker: {images: ["ghcr.io/acme/*"], hostNetwork: false, mounts: []}
+    git: {remotes: ["https://git.example.com/team/*"], push: false}
+    github: {repos: ["acme/*"], create: false, fork: false}
+    http: {hosts: [api.example.com]}
+  sandbox-docker:
+    docker: {images: ["node:20", "python:3.12-*"]}
+"#,
+        )
+        .unwrap();
+        let grants = Grants::from_file(&path).unwrap();
+        let granted = grants.granted("my-provider", "1", "sha256:aa");
+        assert_eq!(granted.http_hosts.entries(), ["api.example.com"]);
+        let scopes = &granted.scopes;
+        assert!(!scopes.process.unsealed);
+        assert_eq!(scopes.docker.mounts, Some(vec![]));
+        assert!(scopes.check_image("p", "c", "ghcr.io/acme/app:1").is_ok());
+        assert!(scopes.check_image("p", "c", "node:20").is_err());
+        assert!(scopes
+            .check_remote("p", "c", "https://git.example.com/team/x.git", false)
+            .is_ok());
+        assert!(scopes
+            .check_remote("p", "c", "https://git.example.com/team/x.git", true)
+            .is_err());
+        assert!(scopes.check_repo("p", "c", "acme/x", None).is_ok());
+        assert!(scopes
+            .check_repo("p", "c", "acme/x", Some("create"))
+            .is_err());
+
+        // A built-in keeps today's scope, narrowed only where the operator wrote a key.
+        use crate::runtime::bindings::types::PluginKind;
+        let docker = builtin_granted("sandbox-docker", PluginKind::SandboxProvider, &grants);
+        assert!(docker
+            .scopes
+            .check_image("p", "c", "python:3.12-slim")
+            .is_ok());
+        assert!(docker.scopes.check_image("p", "c", "busybox").is_err());
+        assert!(docker.scopes.check_unsealed("p", "/bin/sh").is_ok());
+        assert!(docker.scopes.docker.host_network);
+        let none = builtin_granted("sandbox-none", PluginKind::SandboxProvider, &grants);
+        assert_eq!(none.scopes, Scopes::builtin());
+
+        // A third-party plugin granted a capability without a scope reaches nothing.
+        std::fs::write(
+            &path,
+            "plugins:\n  p:\n    capabilities: [events, process, docker]\n    hosts: []\n",
+        )
+        .unwrap();
+        let granted = Grants::from_file(&path).unwrap().granted("p", "1", "x");
+        assert_eq!(granted.scopes, Scopes::narrowest());
+
+        // Today's files: `hosts:` beside `capabilities`, the host-wide `docker:` section.
+        std::fs::write(
+            &path,
+            "plugins:\n  d:\n    capabilities: [http]\n    hosts: [api.example.com]\n\
+             docker:\n  hostNetwork: true\n  mounts: [/srv]\n",
+        )
+        .unwrap();
+        let grants = Grants::from_file(&path).unwrap();
+        assert!(grants.docker.host_network);
+        assert_eq!(
+            grants.granted("d", "1", "x").http_hosts.entries(),
+            ["api.example.com"]
+        );
+
+        // A bad pattern or key names the plugin, the key and the line.
+        std::fs::write(
+            &path,
+            "plugins:\n  p:\n    capabilities: [process]\n    process: {programs: [python3]}\n",
+        )
+        .unwrap();
+        let text = Grants::from_file(&path).unwrap_err().to_string();
+        assert!(
+            text.contains("plugins.p.process.programs") && text.contains("absolute path"),
+            "{text}"
+        );
+        std::fs::write(
+            &path,
+            "plugins:\n  p:\n    capabilities: [docker]\n    docker: {image: [node]}\n",
+        )
+        .unwrap();
+        let text = Grants::from_file(&path).unwrap_err().to_string();
+        assert!(
+            text.contains("unknown field `image`") && text.contains("line 4"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn grant_flags_carry_scopes() {
+        let mut grants = Grants::default();
+        grants
+            .add_flag(
+                "p=events,process:unsealed,process:program=/usr/bin/python3,docker:image=node:20,\
+                 docker:image=ghcr.io/acme/*,git:remote=https://git.example.com/team/*,git:push,\
+                 github:repo=acme/*,github:create=true,github:fork=false",
+            )
+            .unwrap();
+        let granted = grants.granted("p", "1", "x");
+        assert_eq!(
+            granted.capabilities,
+            [
+                Capability::Events,
+                Capability::Process,
+                Capability::Docker,
+                Capability::Git,
+                Capability::Github
+            ]
+            .into()
+        );
+        let s = &granted.scopes;
+        assert!(s.check_unsealed("p", "/usr/bin/python3").is_ok());
+        assert!(s.check_image("p", "c", "docker.io/library/node:20").is_ok());
+        assert!(s.check_image("p", "c", "ghcr.io/acme/x:1").is_ok());
+        assert!(s
+            .check_remote("p", "c", "https://git.example.com/team/r", true)
+            .is_ok());
+        assert!(s.check_repo("p", "c", "acme/r", Some("create")).is_ok());
+        assert!(s.check_repo("p", "c", "acme/r", Some("fork")).is_err());
+        // `docker` alone grants the capability and no image.
+        grants.add_flag("q=docker").unwrap();
+        assert!(grants
+            .granted("q", "1", "x")
+            .scopes
+            .check_image("q", "c", "node:20")
+            .is_err());
+        for bad in [
+            "p=docker:images=node",
+            "p=git:push=maybe",
+            "p=process:program=python3",
+            "p=github:repo=",
+        ] {
+            assert!(grants.add_flag(bad).is_err(), "{bad}");
+        }
+        let text = grants
+            .add_flag("p=docker:images=node")
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("docker:image=GLOB"), "{text}");
     }
 }

@@ -137,7 +137,13 @@ impl Runtime {
     fn new_store(&self, plugin: &LoadedPlugin, run: Arc<RunContext>) -> Store<PluginState> {
         let http = (plugin.refusal().is_none() && plugin.granted().contains(&Capability::Http))
             .then(|| plugin.http_hosts().clone());
-        let state = PluginState::new(plugin.name().into(), run, &self.limits, http);
+        let state = PluginState::new(
+            plugin.name().into(),
+            run,
+            &self.limits,
+            http,
+            plugin.scopes().clone(),
+        );
         let mut store = Store::new(self.engine(), state);
         self.limits.apply(&mut store);
         store
@@ -158,7 +164,13 @@ impl Runtime {
         label: &str,
     ) -> Result<PluginInfo, PluginError> {
         use super::bindings::types::PluginKind;
-        let state = PluginState::new(label.into(), RunContext::describe_only(), limits, None);
+        let state = PluginState::new(
+            label.into(),
+            RunContext::describe_only(),
+            limits,
+            None,
+            Default::default(),
+        );
         let mut store = Store::new(engine, state);
         limits.apply(&mut store);
         let deadline = Instant::now() + limits.short_call;

@@ -18,6 +18,7 @@ pub mod host_paths;
 pub mod instance;
 mod limits;
 mod loader;
+pub mod scopes;
 mod state;
 mod wasi_http;
 

@@ -11,6 +11,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::scopes::{ScopeDenial, Scopes};
 use super::wasi_http::HttpPolicy;
 
 use crate::capabilities::process::ProcessGroups;
@@ -27,6 +28,8 @@ pub struct PluginState {
     pub(crate) limits: StoreLimits,
     /// The plugin's name, for messages and events.
     pub(crate) plugin: Arc<str>,
+    /// How far each capability reaches for this plugin (see `runtime::scopes`).
+    pub(crate) scopes: Arc<Scopes>,
     pub(crate) run: Arc<RunContext>,
     /// Process groups this store started through the `process` capability.
     pub(crate) processes: ProcessGroups,
@@ -44,6 +47,7 @@ impl PluginState {
         run: Arc<RunContext>,
         limits: &super::PluginLimits,
         http_hosts: Option<super::HostAllowlist>,
+        scopes: Arc<Scopes>,
     ) -> PluginState {
         let stdio = MemoryOutputPipe::new(PLUGIN_STDIO_CAPACITY);
         // No preopens, no environment, no arguments, no sockets: WASI is linked so
@@ -67,6 +71,7 @@ impl PluginState {
             table: ResourceTable::new(),
             limits: limits.store_limits(),
             plugin,
+            scopes,
             run,
             processes: ProcessGroups::default(),
             guest_entered: Instant::now(),
@@ -74,6 +79,26 @@ impl PluginState {
             cpu_slice: limits.cpu_slice,
             stdio,
         }
+    }
+
+    /// Reports a call outside the plugin's scope as a `denied` event of the run, and
+    /// returns the `denied` error the plugin gets.
+    pub(crate) fn scope_denied(
+        &self,
+        denial: ScopeDenial,
+    ) -> crate::runtime::bindings::types::Error {
+        let message = denial.to_string();
+        self.run.events.emit(
+            &self.plugin,
+            crate::record::EventBody::Denied {
+                capability: denial.capability.name(),
+                call: denial.call,
+                argument: denial.argument,
+                allow: denial.allow,
+                message: message.clone(),
+            },
+        );
+        crate::runtime::bindings::types::Error::Denied(message)
     }
 
     /// What the plugin printed to its stdout and stderr.

@@ -5,7 +5,9 @@
 //! bollard ([`client`]): images ([`image`]), containers and their usage
 //! ([`container`]), commands in them ([`exec`]). Everything created carries the host's
 //! labels, so `list-containers`/`list-volumes` (restricted to labelled objects) find
-//! what a crashed run left behind.
+//! what a crashed run left behind. Before any of that, the image and network are checked
+//! against the plugin's scope ([`crate::runtime::scopes`]): an image outside
+//! `docker.images` is refused before anything is pulled or created.
 
 mod client;
 mod container;
@@ -81,6 +83,30 @@ fn answer<T>(result: Result<T, Error>) -> wasmtime::Result<Result<T, Error>> {
 
 impl PluginState {
     async fn run_container_checked(&mut self, spec: ContainerSpec) -> Result<String, Error> {
+        // The plugin's scope first: nothing is inspected, pulled or created outside it.
+        self.scopes
+            .check_image(&self.plugin, "docker.run-container", &spec.image)
+            .map_err(|d| self.scope_denied(d))?;
+        let run_folders = self.run.bind_scope().run_folders().to_vec();
+        for mount in &spec.mounts {
+            // A source that does not resolve is refused by the policy's own check.
+            let Ok((resolved, _)) = crate::runtime::host_paths::resolve(&mount.source, true) else {
+                continue;
+            };
+            if !run_folders.iter().any(|f| resolved.starts_with(f)) {
+                self.scopes
+                    .check_mount(&self.plugin, &mount.source, &resolved)
+                    .map_err(|d| self.scope_denied(d))?;
+            }
+        }
+        if matches!(
+            spec.network,
+            crate::runtime::bindings::types::NetworkMode::Host
+        ) {
+            self.scopes
+                .check_host_network(&self.plugin)
+                .map_err(|d| self.scope_denied(d))?;
+        }
         let policy = Policy::for_run(&self.run)?;
         let docker = client::connect().await?;
         let image = image::process(&docker, &spec.image).await?;
@@ -175,6 +201,12 @@ impl Host for PluginState {
 
     async fn pull_image(&mut self, image: String) -> wasmtime::Result<Result<ImageInfo, Error>> {
         self.run.ensure_active()?;
+        if let Err(denial) = self
+            .scopes
+            .check_image(&self.plugin, "docker.pull-image", &image)
+        {
+            return answer(Err(self.scope_denied(denial)));
+        }
         answer(image::pull(&image, &self.run.events, &self.plugin).await)
     }
 

@@ -8,7 +8,9 @@
 //! point git at the rest of the host. Every call after the clone works on a host-owned
 //! copy of the repository ([`host_repo`]), since the workspace's `.git` is the agent's
 //! to write; a push goes to the URL recorded at the clone ([`Origins`]) unless the
-//! plugin names one. libgit2 blocks, so each call runs on a blocking thread; a clone
+//! plugin names one. The clone URL and the push URL (and whether it may push at all)
+//! are checked against the plugin's `git` scope first ([`crate::runtime::scopes`]).
+//! libgit2 blocks, so each call runs on a blocking thread; a clone
 //! the caller stops waiting for aborts at its next progress report.
 
 mod changes;
@@ -134,6 +136,13 @@ fn secret(credentials: &Credentials) -> Result<Secret, Error> {
 
 impl Host for PluginState {
     async fn clone(&mut self, request: CloneRequest) -> wasmtime::Result<Result<RepoState, Error>> {
+        self.run.ensure_active()?;
+        if let Err(denial) =
+            self.scopes
+                .check_remote(&self.plugin, "git.clone", &request.url, false)
+        {
+            return Ok(Err(self.scope_denied(denial)));
+        }
         let secret = match secret(&request.credentials) {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
@@ -207,18 +216,34 @@ impl Host for PluginState {
         refspec: String,
         credentials: Credentials,
     ) -> wasmtime::Result<Result<(), Error>> {
+        self.run.ensure_active()?;
+        // Where the push goes is settled (and checked against the scope) before anything
+        // is sent.
+        let url = match url {
+            Some(url) => url,
+            None => {
+                let origin = self.repo_path(&repo).and_then(|path| {
+                    self.run.git_origins().of(&path).ok_or(GitError::NoOrigin {
+                        repo: path.display().to_string(),
+                    })
+                });
+                match origin {
+                    Ok(url) => url,
+                    Err(e) => return Ok(Err(e.into())),
+                }
+            }
+        };
+        if let Err(denial) = self
+            .scopes
+            .check_remote(&self.plugin, "git.push", &url, true)
+        {
+            return Ok(Err(self.scope_denied(denial)));
+        }
         let secret = match secret(&credentials) {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
         };
-        let origins = self.run.clone();
         self.blocking(&repo, move |path| {
-            let url = match url {
-                Some(url) => url,
-                None => origins.git_origins().of(&path).ok_or(GitError::NoOrigin {
-                    repo: path.display().to_string(),
-                })?,
-            };
             commit::push(&path, &url, &refspec, &secret)
         })
         .await

@@ -173,6 +173,9 @@ fn cgroup_unavailable(error: CgroupError) -> Error {
 /// A validated spawn: what `spawn` needs once the WIT request has been checked.
 struct Launch {
     argv: Vec<String>,
+    /// The file an unsealed spawn runs: `argv[0]`, or the file the plugin's scope
+    /// resolved it to on the host's PATH (see [`PluginState::check_scope`]).
+    program: String,
     cwd: std::path::PathBuf,
     env: Vec<(String, String)>,
     inherit_env: bool,
@@ -212,6 +215,7 @@ impl Launch {
             ));
         }
         Ok(Launch {
+            program: request.argv[0].clone(),
             argv: request.argv,
             cwd: cwd.to_path_buf(),
             env: request.env.into_iter().map(|e| (e.name, e.value)).collect(),
@@ -241,8 +245,11 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         network,
     } = &launch.isolation
     else {
-        let mut command = tokio::process::Command::new(&launch.argv[0]);
-        command.args(&launch.argv[1..]).current_dir(&launch.cwd);
+        let mut command = tokio::process::Command::new(&launch.program);
+        command
+            .arg0(&launch.argv[0])
+            .args(&launch.argv[1..])
+            .current_dir(&launch.cwd);
         return Ok(Prepared {
             command,
             handed_to_bwrap: Vec::new(),
@@ -403,6 +410,7 @@ pub async fn probe_sealed(network: NetworkMode) -> Result<(), Error> {
     )?;
     let launch = Launch {
         argv: vec!["/bin/true".into()],
+        program: "/bin/true".into(),
         cwd: "/".into(),
         env: Vec::new(),
         inherit_env: false,
@@ -493,16 +501,40 @@ fn which(program: &str) -> Option<String> {
         .map(|p| p.display().to_string())
 }
 
+impl PluginState {
+    /// Checks an unsealed `launch` against the plugin's `process` scope; when it lists
+    /// programs, pins the program to the file on the host's PATH that was checked, so a
+    /// `PATH` in the plugin's environment cannot swap another one in.
+    fn check_scope(&self, launch: &mut Launch) -> Result<(), Error> {
+        if !matches!(launch.isolation, Isolation::Host) {
+            return Ok(());
+        }
+        let scope = &self.scopes.process;
+        if scope.unsealed && scope.programs == crate::runtime::scopes::Patterns::Any {
+            return Ok(());
+        }
+        let resolved = which(&launch.argv[0]).unwrap_or_else(|| launch.argv[0].clone());
+        self.scopes
+            .check_unsealed(&self.plugin, &resolved)
+            .map_err(|d| self.scope_denied(d))?;
+        launch.program = resolved;
+        Ok(())
+    }
+}
+
 impl Host for PluginState {
     async fn spawn(
         &mut self,
         request: SpawnRequest,
     ) -> wasmtime::Result<Result<Resource<Execution>, Error>> {
         self.run.ensure_active()?;
-        let launch = match Launch::from_request(request, &self.run.bind_scope()) {
+        let mut launch = match Launch::from_request(request, &self.run.bind_scope()) {
             Ok(launch) => launch,
             Err(e) => return Ok(Err(e)),
         };
+        if let Err(e) = self.check_scope(&mut launch) {
+            return Ok(Err(e));
+        }
         let id = self.run.next_exec_id();
         let cgroup_name = format!("{}-{}", self.run.run_id, self.plugin);
         match spawn(launch, &self.processes, id, &cgroup_name).await {
@@ -536,6 +568,7 @@ mod tests {
     fn launch(script: &str, timeout_ms: Option<u64>, isolation: Isolation) -> Launch {
         Launch {
             argv: script.split(' ').map(String::from).collect(),
+            program: script.split(' ').next().unwrap_or_default().into(),
             cwd: if matches!(isolation, Isolation::Host) {
                 std::env::temp_dir()
             } else {
