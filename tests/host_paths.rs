@@ -350,9 +350,36 @@ fn a_symlink_in_an_allowed_folder_that_leads_to_etc_is_refused() {
 }
 
 /// A folder outside the home and the temporary folder, which only an operator's list
-/// can allow.
+/// can allow. Not in the checkout: a clone may itself lie below the home or `/tmp`.
 fn outside_the_defaults() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    let defaults: Vec<PathBuf> = [std::env::temp_dir(), home_dir()]
+        .iter()
+        .filter_map(|d| d.canonicalize().ok())
+        // A home of `/` gives no default.
+        .filter(|d| d != Path::new("/"))
+        .collect();
+    for base in ["/var/tmp", "/srv", "/opt", "/mnt"] {
+        let Ok(real) = Path::new(base).canonicalize() else {
+            continue;
+        };
+        if defaults.iter().any(|d| real.starts_with(d)) {
+            continue;
+        }
+        if let Ok(dir) = tempfile::Builder::new()
+            .prefix("agentgate-host-paths-")
+            .tempdir_in(&real)
+        {
+            return dir;
+        }
+    }
+    panic!(
+        "no writable folder outside the home and {}",
+        std::env::temp_dir().display()
+    );
+}
+
+fn home_dir() -> PathBuf {
+    PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/".into()))
 }
 
 #[test]
