@@ -584,31 +584,11 @@ fn the_result_schema_is_printed_and_versioned() {
     );
 }
 
-/// Whether the engine answers; the image is the one `tests/docker.rs` builds.
-fn docker_ready() -> bool {
-    let info = Command::new("docker")
-        .args(["info", "--format", "{{.ServerVersion}}"])
-        .output();
-    let why = match info {
-        Ok(out) if out.status.success() => return true,
-        Ok(out) => format!("`docker info` failed: {}", stderr(&out)),
-        Err(e) => format!("cannot run `docker`: {e}"),
-    };
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("CI=true and the Docker engine is not usable: {why}");
-    }
-    eprintln!(
-        "\n!!!!! SKIPPED: this test needs a running Docker engine ({why}); start dockerd and rerun !!!!!\n"
-    );
-    false
-}
-
 #[test]
 fn gc_after_kill_9_removes_the_docker_container() {
-    if !docker_ready() {
+    if !support::docker_ready() {
         return;
     }
-    support::docker_test_image().unwrap();
     let home = Home::new();
     let workspace = tempfile::tempdir().unwrap();
     let execution = format!(
