@@ -9,18 +9,18 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::changes::{FileChange, Snapshot, COLLECT_SECS};
-use super::folder::{RunFolder, SandboxState, WORKSPACE_SCRATCH};
-use super::git_changes::{GitBaseline, GitChanges, PATCH_FILE_BYTES, PATCH_TOTAL_BYTES};
 use super::plugins::Plugins;
-use super::result::{
-    AgentRecord, LogsRecord, PatchRecord, PluginRecord, ResourceUsage, RunResult, RunStatus,
-    SandboxInfo, WorkspaceRecord, RESULT_VERSION,
-};
 use super::sampler::ResourceSampler;
 use super::workspace::{materialize, Workspace};
 use crate::capabilities::{RunContext, SandboxBroker};
-use crate::record::{EventSink, Observer, OutputLogs, PhaseStatus, Redactor};
+use crate::changeset::{
+    GitBaseline, GitChanges, Snapshot, COLLECT_SECS, PATCH_FILE_BYTES, PATCH_TOTAL_BYTES,
+};
+use crate::record::{
+    AgentRecord, EventSink, FileChange, LogsRecord, Observer, OutputLogs, PatchRecord, PhaseStatus,
+    PluginRecord, Redactor, ResourceUsage, RunFolder, RunResult, RunStatus, SandboxInfo,
+    SandboxState, WorkspaceRecord, RESULT_VERSION, WORKSPACE_SCRATCH,
+};
 use crate::registry::{GcOptions, Scope, Tracker};
 use crate::runtime::bindings::agent_driver::exports::agentgate::plugin::driver::{
     AgentCapabilities, AgentOutcome, AgentTask, McpServer, ToolSetting,

@@ -31,10 +31,9 @@ use super::owner::{Liveness, Owner};
 use super::store::{now_ms, Registry, RegistryError, RunRow, RunState};
 use crate::capabilities::process::cgroup::Cgroup;
 use crate::capabilities::RunContext;
-use crate::engine::{
-    write_crashed_result, CrashedRun, SandboxState, WorkspaceRecord, WORKSPACE_SCRATCH,
+use crate::record::{
+    write_crashed_result, CrashedRun, EventSink, SandboxState, WorkspaceRecord, WORKSPACE_SCRATCH,
 };
-use crate::record::EventSink;
 use crate::runtime::bindings::types::PluginKind;
 use crate::runtime::Runtime;
 
