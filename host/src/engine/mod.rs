@@ -8,6 +8,7 @@
 //! `requests`; what the run writes is the run record ([`crate::record`]).
 
 mod plugins;
+mod requests;
 mod run;
 mod sampler;
 mod workspace;
