@@ -13,6 +13,7 @@ pub mod cli;
 pub mod engine;
 pub mod escape;
 pub mod history;
+pub mod home_path;
 pub mod procfs;
 pub mod record;
 pub mod registry;
