@@ -12,6 +12,7 @@ pub mod cli;
 pub mod engine;
 pub mod escape;
 pub mod history;
+pub mod marketplace;
 pub mod procfs;
 pub mod record;
 pub mod registry;
