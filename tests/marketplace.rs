@@ -58,7 +58,10 @@ fn ok(output: Output) -> Output {
 /// Fails, with `needle` in its error.
 fn refused(output: Output, needle: &str) -> String {
     let text = stderr(&output);
-    assert!(!output.status.success(), "expected a refusal, got success: {text}");
+    assert!(
+        !output.status.success(),
+        "expected a refusal, got success: {text}"
+    );
     assert!(text.contains(needle), "expected {needle:?} in: {text}");
     text
 }
@@ -128,7 +131,10 @@ impl Market {
     fn scopes(&self, extra: &[&str]) -> PathBuf {
         let mut hosts = vec![format!("127.0.0.1:{}", self.server.port())];
         hosts.extend(extra.iter().map(|h| h.to_string()));
-        let path = self.files.path().join(format!("scopes-{}.yaml", extra.len()));
+        let path = self
+            .files
+            .path()
+            .join(format!("scopes-{}.yaml", extra.len()));
         std::fs::write(&path, format!("http:\n  hosts: {hosts:?}\n")).unwrap();
         path
     }
@@ -151,7 +157,12 @@ impl Market {
 
     /// Publishes the http-driver in `acme`, signed by the author.
     fn publish(&self) -> Output {
-        ok(self.publish_with(&http_driver(), &self.reference("acme"), &self.key, &self.scopes(&[])))
+        ok(self.publish_with(
+            &http_driver(),
+            &self.reference("acme"),
+            &self.key,
+            &self.scopes(&[]),
+        ))
     }
 
     fn install(&self, reference: &str) -> Output {
@@ -193,7 +204,11 @@ impl Market {
 
     fn no_lockfile(&self) {
         let lock = self.operator.dir.path().join("plugins.lock");
-        assert!(!lock.exists(), "nothing is installed: {:?}", std::fs::read_to_string(&lock));
+        assert!(
+            !lock.exists(),
+            "nothing is installed: {:?}",
+            std::fs::read_to_string(&lock)
+        );
     }
 
     fn manifest_of(&self, reference: &str) -> String {
@@ -219,7 +234,9 @@ fn publishes_installs_with_consent_and_runs_a_rust_plugin() {
     // Without a terminal and without --yes nothing is granted, after showing every
     // import (WASI included) and the asked scope.
     let text = refused(
-        market.operator.agentgate(&["plugins", "install", &reference]),
+        market
+            .operator
+            .agentgate(&["plugins", "install", &reference]),
         "no terminal to ask on",
     );
     assert!(text.contains("wasi:http/outgoing-handler"), "{text}");
@@ -231,15 +248,25 @@ fn publishes_installs_with_consent_and_runs_a_rust_plugin() {
     market.no_lockfile();
 
     let out = ok(market.install(&reference));
-    assert!(stdout(&out).contains("installed http-driver 0.1.0"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("installed http-driver 0.1.0"),
+        "{}",
+        stdout(&out)
+    );
     let lock = market.lockfile();
     let entry = &lock["plugin"][0];
-    let wasm = format!("sha256:{}", hex::encode(sha2::Sha256::digest(http_driver())));
+    let wasm = format!(
+        "sha256:{}",
+        hex::encode(sha2::Sha256::digest(http_driver()))
+    );
     assert_eq!(entry["name"].as_str(), Some("http-driver"));
     assert_eq!(entry["version"].as_str(), Some("0.1.0"));
     assert_eq!(entry["reference"].as_str(), Some(reference.as_str()));
     assert_eq!(entry["wasm"].as_str(), Some(wasm.as_str()));
-    assert_eq!(entry["manifest"].as_str(), Some(market.manifest_of(&reference).as_str()));
+    assert_eq!(
+        entry["manifest"].as_str(),
+        Some(market.manifest_of(&reference).as_str())
+    );
     assert_eq!(entry["wit"].as_str(), Some("0.1.0"));
     assert!(entry["signer"].as_str().unwrap().len() == 16);
     assert_eq!(entry["grant"]["capabilities"].as_array().unwrap().len(), 1);
@@ -256,11 +283,25 @@ fn publishes_installs_with_consent_and_runs_a_rust_plugin() {
     assert_eq!(result["status"], "succeeded", "{}", stderr(&out));
     assert_eq!(result["plugins"]["agent"]["name"], "http-driver");
     assert_eq!(result["plugins"]["agent"]["digest"], wasm.as_str());
-    assert_eq!(market.server.requests().len(), 1, "the installed driver made its request");
+    assert_eq!(
+        market.server.requests().len(),
+        1,
+        "the installed driver made its request"
+    );
 
-    ok(market.operator.agentgate(&["plugins", "verify", "--refresh"]));
-    ok(market.operator.agentgate(&["plugins", "remove", "http-driver"]));
-    assert!(!market.operator.dir.path().join("plugins").join(format!("{hex}.wasm")).exists());
+    ok(market
+        .operator
+        .agentgate(&["plugins", "verify", "--refresh"]));
+    ok(market
+        .operator
+        .agentgate(&["plugins", "remove", "http-driver"]));
+    assert!(!market
+        .operator
+        .dir
+        .path()
+        .join("plugins")
+        .join(format!("{hex}.wasm"))
+        .exists());
 }
 
 #[test]
@@ -320,7 +361,10 @@ fn install_refuses_an_unsigned_plugin() {
     let manifest = market.manifest_of(&reference);
     let tag = format!("{}.sig", manifest.replace(':', "-"));
     std::fs::remove_dir_all(market.registry.tag_dir("acme/http-driver", &tag)).unwrap();
-    refused(market.install(&reference), "is not signed: no signature at tag");
+    refused(
+        market.install(&reference),
+        "is not signed: no signature at tag",
+    );
     market.no_lockfile();
 }
 
@@ -328,8 +372,16 @@ fn install_refuses_an_unsigned_plugin() {
 fn install_refuses_a_key_not_in_the_trust_store() {
     let market = Market::new();
     let stranger = minisign_key(market.files.path(), "stranger");
-    ok(market.publish_with(&http_driver(), &market.reference("acme"), &stranger, &market.scopes(&[])));
-    refused(market.install(&market.reference("acme")), "which is not in the trust store");
+    ok(market.publish_with(
+        &http_driver(),
+        &market.reference("acme"),
+        &stranger,
+        &market.scopes(&[]),
+    ));
+    refused(
+        market.install(&market.reference("acme")),
+        "which is not in the trust store",
+    );
     market.no_lockfile();
 }
 
@@ -337,10 +389,19 @@ fn install_refuses_a_key_not_in_the_trust_store() {
 fn install_refuses_a_key_trusted_for_another_namespace() {
     let market = Market::new();
     // The author's key is trusted for acme only; a plugin it signed in `other` is refused.
-    ok(market.publish_with(&http_driver(), &market.reference("other"), &market.key, &market.scopes(&[])));
+    ok(market.publish_with(
+        &http_driver(),
+        &market.reference("other"),
+        &market.key,
+        &market.scopes(&[]),
+    ));
     refused(
         market.install(&market.reference("other")),
-        &format!("trusted for {} but not for {}", market.scope("acme"), market.scope("other")),
+        &format!(
+            "trusted for {} but not for {}",
+            market.scope("acme"),
+            market.scope("other")
+        ),
     );
     market.no_lockfile();
 }
@@ -349,7 +410,10 @@ fn install_refuses_a_key_trusted_for_another_namespace() {
 fn install_refuses_a_flipped_byte_in_the_stored_component() {
     let market = Market::new();
     market.publish();
-    let wasm = format!("sha256:{}", hex::encode(sha2::Sha256::digest(http_driver())));
+    let wasm = format!(
+        "sha256:{}",
+        hex::encode(sha2::Sha256::digest(http_driver()))
+    );
     let blob = market.registry.blob(&wasm);
     let mut bytes = std::fs::read(&blob).unwrap();
     let middle = bytes.len() / 2;
@@ -392,11 +456,20 @@ fn not_found_and_registry_down_are_their_own_errors() {
     let mut market = Market::new();
     market.publish();
     let missing = format!("{}/acme/http-driver:9.9.9", market.registry.address);
-    let text = refused(market.install(&missing), "was not found in the registry (404)");
+    let text = refused(
+        market.install(&missing),
+        "was not found in the registry (404)",
+    );
     assert!(!text.contains("signature"), "{text}");
     market.registry.stop();
-    let text = refused(market.install(&market.reference("acme")), "cannot reach the registry");
-    assert!(!text.contains("404") && !text.contains("signature"), "{text}");
+    let text = refused(
+        market.install(&market.reference("acme")),
+        "cannot reach the registry",
+    );
+    assert!(
+        !text.contains("404") && !text.contains("signature"),
+        "{text}"
+    );
     market.no_lockfile();
 }
 
@@ -410,34 +483,64 @@ fn a_moved_tag_is_refused_until_update_and_widening_needs_consent() {
 
     // The author moves the tag to other bytes that ask for one more host.
     let widened = rebuilt(&http_driver(), "v2");
-    ok(market.publish_with(&widened, &reference, &market.key, &market.scopes(&["api.example.com"])));
-    refused(market.install(&reference), "the lock holds until you run `agentgate plugins update http-driver`");
-    let verify = market.operator.agentgate(&["plugins", "verify", "--refresh"]);
+    ok(market.publish_with(
+        &widened,
+        &reference,
+        &market.key,
+        &market.scopes(&["api.example.com"]),
+    ));
+    refused(
+        market.install(&reference),
+        "the lock holds until you run `agentgate plugins update http-driver`",
+    );
+    let verify = market
+        .operator
+        .agentgate(&["plugins", "verify", "--refresh"]);
     assert!(!verify.status.success());
-    assert!(stdout(&verify).contains("the tag of"), "{}", stdout(&verify));
+    assert!(
+        stdout(&verify).contains("the tag of"),
+        "{}",
+        stdout(&verify)
+    );
     // A run still uses the locked bytes.
     ok(market.run(&[]));
-    assert_eq!(market.operator.result()["plugins"]["agent"]["digest"], locked.as_str());
+    assert_eq!(
+        market.operator.result()["plugins"]["agent"]["digest"],
+        locked.as_str()
+    );
 
     // Widening needs consent: none without a terminal or --yes, and the diff is shown.
     let text = refused(
-        market.operator.agentgate(&["plugins", "update", "http-driver"]),
+        market
+            .operator
+            .agentgate(&["plugins", "update", "http-driver"]),
         "asks for more",
     );
     assert!(text.contains("NEW: http.hosts: api.example.com"), "{text}");
     assert_eq!(market.locked("wasm"), locked);
-    ok(market.operator.agentgate(&["plugins", "update", "http-driver", "--yes"]));
+    ok(market
+        .operator
+        .agentgate(&["plugins", "update", "http-driver", "--yes"]));
     let widened_digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&widened)));
     assert_eq!(market.locked("wasm"), widened_digest);
 
     // Asking for less narrows at once, without consent.
     let narrowed = rebuilt(&http_driver(), "v3");
     ok(market.publish_with(&narrowed, &reference, &market.key, &market.scopes(&[])));
-    let out = ok(market.operator.agentgate(&["plugins", "update", "http-driver"]));
-    assert!(stderr(&out).contains("no longer asks for: http.hosts: api.example.com"), "{}", stderr(&out));
+    let out = ok(market
+        .operator
+        .agentgate(&["plugins", "update", "http-driver"]));
+    assert!(
+        stderr(&out).contains("no longer asks for: http.hosts: api.example.com"),
+        "{}",
+        stderr(&out)
+    );
     let lock = market.lockfile();
     assert_eq!(
-        lock["plugin"][0]["grant"]["http"]["hosts"].as_array().unwrap().len(),
+        lock["plugin"][0]["grant"]["http"]["hosts"]
+            .as_array()
+            .unwrap()
+            .len(),
         1,
         "{lock:?}"
     );
@@ -464,10 +567,18 @@ fn a_revoked_digest_is_refused_at_install_and_at_run() {
     // naming the revocation.
     let text = refused(market.run(&["--revocation-max-age", "0s"]), "leaks tokens");
     assert!(text.contains("revoked by key"), "{text}");
-    assert_eq!(market.server.requests().len(), 1, "the revoked driver did not run");
+    assert_eq!(
+        market.server.requests().len(),
+        1,
+        "the revoked driver did not run"
+    );
     let verify = market.operator.agentgate(&["plugins", "verify"]);
     assert!(!verify.status.success());
-    assert!(stdout(&verify).contains("leaks tokens"), "{}", stdout(&verify));
+    assert!(
+        stdout(&verify).contains("leaks tokens"),
+        "{}",
+        stdout(&verify)
+    );
     // A second operator cannot install it.
     let second = Home::new();
     ok(second.agentgate(&[
@@ -490,7 +601,10 @@ fn offline_the_last_revocation_list_holds_and_its_age_is_reported() {
     market.registry.stop();
     let out = ok(market.run(&["--revocation-max-age", "0s"]));
     let text = stderr(&out);
-    assert!(text.contains("cannot refresh the revocation lists of"), "{text}");
+    assert!(
+        text.contains("cannot refresh the revocation lists of"),
+        "{text}"
+    );
     assert!(text.contains("ago hold"), "{text}");
 }
 

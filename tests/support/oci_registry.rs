@@ -52,7 +52,10 @@ impl OciRegistry {
         };
         let end = Instant::now() + Duration::from_secs(30);
         while std::net::TcpStream::connect(&registry.address).is_err() {
-            assert!(Instant::now() < end, "docker-registry did not start listening");
+            assert!(
+                Instant::now() < end,
+                "docker-registry did not start listening"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         registry

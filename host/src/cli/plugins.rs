@@ -270,7 +270,11 @@ async fn marketplace(cli: &Cli, command: &PluginsCommand) -> ExitCode {
     match market_command(cli, command).await {
         Ok(code) => code,
         Err(e) => fail(
-            if e.is_input() { EXIT_INVALID } else { EXIT_ERROR },
+            if e.is_input() {
+                EXIT_INVALID
+            } else {
+                EXIT_ERROR
+            },
             e,
         ),
     }
@@ -344,7 +348,12 @@ async fn market_command(cli: &Cli, command: &PluginsCommand) -> Result<ExitCode,
             let mut installer = Installer::open(home, cache)?;
             let names: Vec<String> = match name {
                 Some(name) => vec![name.clone()],
-                None => installer.lock().plugins().iter().map(|p| p.name.clone()).collect(),
+                None => installer
+                    .lock()
+                    .plugins()
+                    .iter()
+                    .map(|p| p.name.clone())
+                    .collect(),
             };
             for name in names {
                 match installer.update(&name, *yes).await? {

@@ -33,7 +33,8 @@ pub struct ComponentFacts {
 
 /// Describes `wasm` (compiling it through the caches).
 pub async fn describe(wasm: &[u8], cache: &CacheSettings) -> Result<ComponentFacts, MarketError> {
-    let dir = tempfile::tempdir().map_err(|e| MarketError::Input(format!("cannot make a temporary folder: {e}")))?;
+    let dir = tempfile::tempdir()
+        .map_err(|e| MarketError::Input(format!("cannot make a temporary folder: {e}")))?;
     let path = dir.path().join("component.wasm");
     std::fs::write(&path, wasm).map_err(|e| MarketError::file(&path, e))?;
     let runtime = Runtime::new(RuntimeConfig {
@@ -55,7 +56,9 @@ pub async fn describe(wasm: &[u8], cache: &CacheSettings) -> Result<ComponentFac
     let plugin = catalog
         .plugins()
         .find(|p| *p.origin() == origin)
-        .ok_or_else(|| MarketError::Input("the component was not found after describing it".into()))?;
+        .ok_or_else(|| {
+            MarketError::Input("the component was not found after describing it".into())
+        })?;
     let imports = plugin
         .imports()
         .interfaces

@@ -174,7 +174,11 @@ mod tests {
         let (added, removed) = diff(&old, &new);
         assert_eq!(
             added,
-            ["capability http", "docker.images: python:3", "hosts: api.example.com"]
+            [
+                "capability http",
+                "docker.images: python:3",
+                "hosts: api.example.com"
+            ]
         );
         assert!(removed.is_empty());
         let (added, removed) = diff(&new, &old);

@@ -110,10 +110,7 @@ impl Installer {
             verified.statement.wasm,
             consent::summary(&verified.facts.imports, &verified.grant)
         );
-        consent::ask(
-            &format!("grant these to {}", verified.statement.name),
-            yes,
-        )?;
+        consent::ask(&format!("grant these to {}", verified.statement.name), yes)?;
         let locked = self.commit(&verified, None)?;
         Ok(Outcome::Installed(locked))
     }
@@ -121,7 +118,11 @@ impl Installer {
     /// `plugins update [NAME]`: the highest version published above the locked one, or
     /// the locked tag if it moved.
     pub async fn update(&mut self, name: &str, yes: bool) -> Result<Outcome, MarketError> {
-        let locked = self.lock.get(name).cloned().ok_or_else(|| not_installed(name, &self.lock))?;
+        let locked = self
+            .lock
+            .get(name)
+            .cloned()
+            .ok_or_else(|| not_installed(name, &self.lock))?;
         let current = PluginRef::parse(&locked.reference)?;
         let target = match self.newer_version(&current, &locked.version).await? {
             Some(tag) => current.with_tag(&tag),
@@ -158,7 +159,10 @@ impl Installer {
             eprintln!("  no longer asks for: {line}");
         }
         if !added.is_empty() {
-            eprint!("{}", consent::summary(&verified.facts.imports, &verified.grant));
+            eprint!(
+                "{}",
+                consent::summary(&verified.facts.imports, &verified.grant)
+            );
             for line in &added {
                 eprintln!("  NEW: {line}");
             }
@@ -187,8 +191,12 @@ impl Installer {
         let mut lines = Vec::new();
         let mut ok = true;
         if refresh {
-            let scopes: std::collections::BTreeSet<String> =
-                self.lock.plugins().iter().map(|p| p.scope.clone()).collect();
+            let scopes: std::collections::BTreeSet<String> = self
+                .lock
+                .plugins()
+                .iter()
+                .map(|p| p.scope.clone())
+                .collect();
             for scope in scopes {
                 if let Err(e) = self.refresh_revocations(&scope).await {
                     ok = false;
@@ -209,7 +217,10 @@ impl Installer {
                     locked.scope,
                     self.revocations
                         .age(&locked.scope)
-                        .map_or("never".into(), |a| format!("{} ago", super::revocation::age_text(a)))
+                        .map_or("never".into(), |a| format!(
+                            "{} ago",
+                            super::revocation::age_text(a)
+                        ))
                 ),
                 Some(problem) => format!("{} {}: {problem}", locked.name, locked.version),
             });
@@ -217,7 +228,11 @@ impl Installer {
         (lines, ok)
     }
 
-    async fn check_installed(&self, locked: &LockedPlugin, online: bool) -> Result<(), MarketError> {
+    async fn check_installed(
+        &self,
+        locked: &LockedPlugin,
+        online: bool,
+    ) -> Result<(), MarketError> {
         let path = self.home.component(&locked.wasm);
         let bytes = std::fs::read(&path).map_err(|e| MarketError::file(&path, e))?;
         let actual = sha256(&bytes);
@@ -229,7 +244,10 @@ impl Installer {
                 actual,
             });
         }
-        if let Some(revocation) = self.revocations.revocation_of(&self.trust, &locked.scope, &locked.wasm) {
+        if let Some(revocation) =
+            self.revocations
+                .revocation_of(&self.trust, &locked.scope, &locked.wasm)
+        {
             return Err(MarketError::Revoked {
                 reference: locked.reference.clone(),
                 digest: locked.wasm.clone(),
@@ -294,11 +312,14 @@ impl Installer {
                 reason,
             }
         })?;
-        let key = self.trust.get(&key_id).ok_or_else(|| MarketError::ForeignKey {
-            reference: reference.to_string(),
-            key_id: key_id.clone(),
-            scope: scope.clone(),
-        })?;
+        let key = self
+            .trust
+            .get(&key_id)
+            .ok_or_else(|| MarketError::ForeignKey {
+                reference: reference.to_string(),
+                key_id: key_id.clone(),
+                scope: scope.clone(),
+            })?;
         if !key.covers(&scope) {
             return Err(MarketError::KeyNotTrustedForScope {
                 reference: reference.to_string(),
@@ -348,7 +369,10 @@ impl Installer {
             });
         }
         self.refresh_revocations(&scope).await?;
-        if let Some(revocation) = self.revocations.revocation_of(&self.trust, &scope, &statement.wasm) {
+        if let Some(revocation) =
+            self.revocations
+                .revocation_of(&self.trust, &scope, &statement.wasm)
+        {
             return Err(MarketError::Revoked {
                 reference: reference.to_string(),
                 digest: statement.wasm.clone(),
@@ -406,16 +430,23 @@ impl Installer {
 /// Reads `grant` as a grants.yaml entry would be read, so what is locked is what a
 /// run will parse.
 pub fn check_grant(name: &str, grant: &serde_json::Value, origin: &str) -> Result<(), MarketError> {
-    let entry = serde_yaml::to_value(grant).map_err(|e| MarketError::Input(format!("{origin}: {e}")))?;
+    let entry =
+        serde_yaml::to_value(grant).map_err(|e| MarketError::Input(format!("{origin}: {e}")))?;
     Grants::default()
         .add_entry(name, entry, origin)
-        .map_err(|e| MarketError::Input(format!("the scopes it asks for are not a valid grant: {e}")))
+        .map_err(|e| {
+            MarketError::Input(format!("the scopes it asks for are not a valid grant: {e}"))
+        })
 }
 
 fn not_installed(name: &str, lock: &Lockfile) -> MarketError {
     let names: Vec<&str> = lock.plugins().iter().map(|p| p.name.as_str()).collect();
     MarketError::Input(format!(
         "no installed plugin named {name:?}; installed: {}",
-        if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
     ))
 }

@@ -100,10 +100,11 @@ impl Lockfile {
     pub fn add_grants(&self, grants: &mut Grants) -> Result<(), GrantsError> {
         let origin = self.path.display().to_string();
         for plugin in &self.file.plugins {
-            let entry = serde_yaml::to_value(&plugin.grant).map_err(|source| GrantsError::Parse {
-                path: origin.clone(),
-                source,
-            })?;
+            let entry =
+                serde_yaml::to_value(&plugin.grant).map_err(|source| GrantsError::Parse {
+                    path: origin.clone(),
+                    source,
+                })?;
             grants.add_entry(&plugin.name, entry, &origin)?;
         }
         Ok(())

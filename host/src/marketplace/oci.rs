@@ -276,7 +276,10 @@ impl Registry {
         if layer.size > max || layer.size < 0 {
             return Err(MarketError::Registry {
                 reference: reference.to_string(),
-                reason: format!("{what} is {} bytes, more than the {max} allowed", layer.size),
+                reason: format!(
+                    "{what} is {} bytes, more than the {max} allowed",
+                    layer.size
+                ),
             });
         }
         let client = self.client_for(reference.registry());
@@ -321,8 +324,11 @@ impl Registry {
         reference: &PluginRef,
         subject: &str,
     ) -> Result<Option<SignedArtifact>, MarketError> {
-        self.pull_signed(&reference.with_tag(&signature_tag(subject)), "the signature")
-            .await
+        self.pull_signed(
+            &reference.with_tag(&signature_tag(subject)),
+            "the signature",
+        )
+        .await
     }
 
     /// The revocation list of `key_id` for the namespace `scope`; `None` when the key
@@ -548,7 +554,11 @@ mod tests {
         assert_eq!(r.name(), "my-driver");
         assert_eq!(r.tag(), "1.2.0");
         assert_eq!(r.to_string(), "127.0.0.1:5000/acme/tools/my-driver:1.2.0");
-        for bad in ["acme/my-driver:1.0", "127.0.0.1:5000/my-driver:1.0", "127.0.0.1:5000/acme/my-driver"] {
+        for bad in [
+            "acme/my-driver:1.0",
+            "127.0.0.1:5000/my-driver:1.0",
+            "127.0.0.1:5000/acme/my-driver",
+        ] {
             assert!(PluginRef::parse(bad).is_err(), "{bad}");
         }
     }

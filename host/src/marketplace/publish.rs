@@ -25,11 +25,16 @@ pub fn read_scopes(path: Option<&Path>) -> Result<serde_json::Value, MarketError
     let Some(path) = path else {
         return Ok(serde_json::json!({}));
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| MarketError::Input(format!("--scopes {}: cannot read it: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        MarketError::Input(format!("--scopes {}: cannot read it: {e}", path.display()))
+    })?;
     let scopes: serde_json::Value = serde_yaml::from_str(&text)
         .map_err(|e| MarketError::Input(format!("--scopes {}: {e}", path.display())))?;
-    let scopes = if scopes.is_null() { serde_json::json!({}) } else { scopes };
+    let scopes = if scopes.is_null() {
+        serde_json::json!({})
+    } else {
+        scopes
+    };
     consent::check_asked_scopes(&scopes)?;
     Ok(scopes)
 }

@@ -120,7 +120,10 @@ impl RevocationCache {
     pub fn load(path: &Path) -> Result<RevocationCache, MarketError> {
         let file = match std::fs::read(path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                MarketError::file(path, format!("{e}; remove it and run `agentgate plugins verify --refresh`"))
+                MarketError::file(
+                    path,
+                    format!("{e}; remove it and run `agentgate plugins verify --refresh`"),
+                )
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => CacheFile::default(),
             Err(e) => return Err(MarketError::file(path, e)),

@@ -57,24 +57,23 @@ impl SigningKey {
                 path.display()
             ))
         };
-        let unencrypted = minisign::SecretKeyBox::from_string(&text)
-            .and_then(|b| SecretKey::from_box(b, Some(String::new())));
-        let secret = match (unencrypted, std::env::var("AGENTGATE_KEY_PASSWORD")) {
-            (Ok(secret), _) => secret,
-            (Err(_), Ok(password)) => minisign::SecretKeyBox::from_string(&text)
-                .and_then(|b| SecretKey::from_box(b, Some(password)))
-                .map_err(bad)?,
-            (Err(_), Err(_)) if std::io::IsTerminal::is_terminal(&std::io::stdin()) => {
-                minisign::SecretKeyBox::from_string(&text)
-                    .and_then(|b| SecretKey::from_box(b, None))
-                    .map_err(bad)?
-            }
-            (Err(e), Err(_)) => {
-                return Err(MarketError::Input(format!(
-                    "--key {}: {e}; if the key is encrypted, set AGENTGATE_KEY_PASSWORD or run on a terminal",
-                    path.display()
-                )))
-            }
+        let decrypt = |password| {
+            minisign::SecretKeyBox::from_string(&text)
+                .and_then(|b| SecretKey::from_box(b, password))
+                .map_err(bad)
+        };
+        let secret = match unencrypted(&text) {
+            Some(secret) => secret,
+            None => match std::env::var("AGENTGATE_KEY_PASSWORD") {
+                Ok(password) => decrypt(Some(password))?,
+                Err(_) if std::io::IsTerminal::is_terminal(&std::io::stdin()) => decrypt(None)?,
+                Err(_) => {
+                    return Err(MarketError::Input(format!(
+                        "--key {}: the key is encrypted; set AGENTGATE_KEY_PASSWORD or run on a terminal to be asked",
+                        path.display()
+                    )))
+                }
+            },
         };
         let public = PublicKey::from_secret_key(&secret).map_err(bad)?;
         Ok(SigningKey { secret, public })
@@ -100,6 +99,21 @@ impl SigningKey {
         .map_err(|e| MarketError::Input(format!("cannot sign: {e}")))?;
         Ok(signature.into_string())
     }
+}
+
+/// A secret key stored without a password (`minisign -G -W`). minisign 0.11 writes no
+/// checksum in such keys, which the minisign crate's reader refuses, so it is read here.
+fn unencrypted(text: &str) -> Option<SecretKey> {
+    use base64::Engine;
+    let line = text.lines().nth(1)?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(line.trim())
+        .ok()?;
+    // Bytes 2..4 are the KDF algorithm: zero for a key without a password.
+    if bytes.get(2..4)? != [0, 0] {
+        return None;
+    }
+    SecretKey::from_bytes(&bytes).ok()
 }
 
 /// Reads a public key: a minisign `.pub` file, or its base64 line.
@@ -130,15 +144,15 @@ fn keynum_id(keynum: &[u8]) -> String {
 
 /// The id of the key that made `signature` (not yet verified).
 pub fn signer_of(signature: &str) -> Result<String, String> {
-    let signature =
-        SignatureBox::from_string(signature).map_err(|e| format!("not a minisign signature: {e}"))?;
+    let signature = SignatureBox::from_string(signature)
+        .map_err(|e| format!("not a minisign signature: {e}"))?;
     Ok(keynum_id(signature.keynum()))
 }
 
 /// Checks that `key` signed `statement`.
 pub fn verify(key: &PublicKey, statement: &[u8], signature: &str) -> Result<(), String> {
-    let signature =
-        SignatureBox::from_string(signature).map_err(|e| format!("not a minisign signature: {e}"))?;
+    let signature = SignatureBox::from_string(signature)
+        .map_err(|e| format!("not a minisign signature: {e}"))?;
     minisign::verify(key, &signature, Cursor::new(statement), true, false, false)
         .map_err(|e| e.to_string())
 }

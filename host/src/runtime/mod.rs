@@ -115,7 +115,8 @@ impl Runtime {
             &config.installed,
             &config.plugin_dirs,
             &config.grants,
-        ).await?;
+        )
+        .await?;
         Ok(Arc::new(Runtime {
             loader,
             limits: config.limits,
