@@ -21,8 +21,8 @@ pub enum Outcome {
     Installed(LockedPlugin),
     AlreadyInstalled(LockedPlugin),
     Updated {
-        from: LockedPlugin,
-        to: LockedPlugin,
+        from: Box<LockedPlugin>,
+        to: Box<LockedPlugin>,
     },
     UpToDate(LockedPlugin),
 }
@@ -172,7 +172,10 @@ impl Installer {
             )?;
         }
         let to = self.commit(&verified, Some(&locked))?;
-        Ok(Outcome::Updated { from: locked, to })
+        Ok(Outcome::Updated {
+            from: Box::new(locked),
+            to: Box::new(to),
+        })
     }
 
     /// `plugins remove NAME`.
