@@ -17,7 +17,8 @@ use sha2::Digest;
 use agentgate::marketplace::oci::{PluginRef, Registry, SignedArtifact};
 use support::http::{full, Server};
 use support::oci_registry::OciRegistry;
-use support::{builtin_component, local_subprocess, stderr, task_spec, Home};
+use support::polyglot::{built, grant, home_with};
+use support::{builtin_component, indent, local_subprocess, stderr, task_spec, Home};
 
 /// A key pair made by `minisign -G` (no password), in `dir`.
 struct Key {
@@ -98,12 +99,16 @@ struct Market {
 
 impl Market {
     fn new() -> Market {
+        Market::with_homes(Home::new(), Home::new())
+    }
+
+    fn with_homes(author: Home, operator: Home) -> Market {
         let files = tempfile::tempdir().unwrap();
         let key = minisign_key(files.path(), "author");
         let market = Market {
             registry: OciRegistry::start(),
-            author: Home::new(),
-            operator: Home::new(),
+            author,
+            operator,
             key,
             server: Server::start(|_| full(200, "text/plain", "hello")),
             files,
@@ -152,6 +157,18 @@ impl Market {
             key.secret.to_str().unwrap(),
             "--scopes",
             scopes.to_str().unwrap(),
+        ])
+    }
+
+    /// Publishes `file` at `reference`, signed by the author, asking for no scope.
+    fn publish_file(&self, file: &Path, reference: &str) -> Output {
+        self.author.agentgate(&[
+            "plugins",
+            "publish",
+            file.to_str().unwrap(),
+            reference,
+            "--key",
+            self.key.secret.to_str().unwrap(),
         ])
     }
 
@@ -624,4 +641,83 @@ fn a_run_uses_exactly_the_locked_bytes() {
     std::fs::write(&file, rebuilt(&http_driver(), "swapped")).unwrap();
     refused(market.run(&[]), "are not the ones plugins.lock holds");
     assert!(market.server.requests().is_empty());
+}
+
+#[test]
+fn publishes_installs_and_runs_a_python_plugin() {
+    polyglot_driver_is_published_installed_and_run("py-shell");
+}
+
+#[test]
+fn publishes_installs_and_runs_a_javascript_plugin() {
+    polyglot_driver_is_published_installed_and_run("js-shell");
+}
+
+/// A driver built by componentize-py or jco (tests/support/polyglot.rs), published,
+/// installed from the registry with its grant (`events`, `sandbox`) and run in the
+/// subprocess sandbox.
+fn polyglot_driver_is_published_installed_and_run(driver: &str) {
+    let Some(built) = built() else { return };
+    // Both homes start with the component compiled (a Python one takes long to).
+    let (author, plugin_dir) = home_with(built, &[driver]);
+    let (operator, _) = home_with(built, &[driver]);
+    let market = Market::with_homes(author, operator);
+    let granted = grant(driver);
+    let out = ok(market.author.agentgate(&[
+        "plugins",
+        "inspect",
+        driver,
+        "--plugin-dir",
+        plugin_dir.to_str().unwrap(),
+        "--grant",
+        &granted,
+    ]));
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let version = info["version"].as_str().unwrap();
+    let reference = format!("{}/acme/{driver}:{version}", market.registry.address);
+    ok(market.publish_file(&built.dir.join(format!("{driver}.wasm")), &reference));
+    let out = ok(market.install(&reference));
+    assert!(
+        stdout(&out).contains(&format!("installed {driver} {version}")),
+        "{}",
+        stdout(&out)
+    );
+    let lock = market.lockfile();
+    let capabilities: Vec<&str> = lock["plugin"][0]["grant"]["capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(capabilities, ["events", "sandbox"]);
+
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("README.md"), "before\n").unwrap();
+    let agent = format!(
+        "agent:\n  driver: {driver}\n  options:\n    command:\n      - sh\n      - -c\n      - |\n{}",
+        indent("echo changed-by-agent > README.md\necho \"finished $AGENTGATE_PROMPT\"", 8)
+    );
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: subprocess\n  resources:\n    timeout: 60s\n{agent}",
+        workspace.path().display()
+    );
+    let path = market.operator.dir.path().join("task.yaml");
+    std::fs::write(&path, task_spec("market", "fix it", &execution)).unwrap();
+    let out = market.operator.agentgate(&["run", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("README.md")).unwrap(),
+        "changed-by-agent\n"
+    );
+    let result = market.operator.result();
+    assert_eq!(result["status"], "succeeded");
+    assert_eq!(result["agent"]["summary"], "finished fix it");
+    assert_eq!(result["plugins"]["agent"]["name"], driver);
+    let wasm = format!(
+        "sha256:{}",
+        hex::encode(sha2::Sha256::digest(
+            std::fs::read(built.dir.join(format!("{driver}.wasm"))).unwrap()
+        ))
+    );
+    assert_eq!(result["plugins"]["agent"]["digest"], wasm.as_str());
 }

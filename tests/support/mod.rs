@@ -359,4 +359,5 @@ pub mod anthropic;
 pub mod http;
 pub mod oci_registry;
 pub mod openai_responses;
+pub mod polyglot;
 pub mod unprivileged;
