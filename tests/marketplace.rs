@@ -611,6 +611,21 @@ fn a_revoked_digest_is_refused_at_install_and_at_run() {
 }
 
 #[test]
+fn a_signer_no_longer_trusted_is_refused_at_run() {
+    let market = Market::new();
+    market.publish();
+    ok(market.install(&market.reference("acme")));
+    ok(market.operator.agentgate(&[
+        "plugins",
+        "trust",
+        "remove",
+        market.key.public.to_str().unwrap(),
+    ]));
+    refused(market.run(&[]), "which is no longer trusted for");
+    assert!(market.server.requests().is_empty());
+}
+
+#[test]
 fn offline_the_last_revocation_list_holds_and_its_age_is_reported() {
     let mut market = Market::new();
     market.publish();

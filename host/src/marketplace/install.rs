@@ -389,6 +389,12 @@ impl Installer {
                 facts.name, facts.version, statement.name, statement.version
             )));
         }
+        if facts.wit != statement.wit {
+            return Err(mismatch(format!(
+                "the component imports agentgate:plugin@{}, the signature says @{}",
+                facts.wit, statement.wit
+            )));
+        }
         if facts.capabilities != statement.capabilities {
             return Err(mismatch(format!(
                 "the component imports capabilities [{}] but the signature names [{}]",

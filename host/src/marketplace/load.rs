@@ -3,7 +3,8 @@
 //! Before plugins are loaded, the revocation lists of each namespace installed from
 //! are fetched again when older than the maximum age; offline, the last verified lists
 //! hold and their age is reported. Each locked plugin is handed to the catalog with
-//! its locked sha256 and, when revoked, the revocation, so it is refused at load.
+//! its locked sha256 and, when revoked (or its signer is no longer trusted), the
+//! reason, so it is refused at load.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -49,12 +50,25 @@ pub async fn installed_plugins(
     let installed = lock
         .plugins()
         .iter()
-        .map(|p| Installed {
-            path: home.component(&p.wasm),
-            digest: p.wasm.clone(),
-            revoked: revocations
-                .revocation_of(&trust, &p.scope, &p.wasm)
-                .map(|r| format!("installed {} {} is {r}", p.name, p.version)),
+        .map(|p| {
+            // A signer no longer trusted for the namespace vouches for nothing, and its
+            // revocations are no longer read: the plugin is refused, not kept unchecked.
+            let untrusted = !trust.keys_for(&p.scope).any(|k| k.id == p.signer);
+            let refused = if untrusted {
+                Some(format!(
+                    "installed {} {} was signed by key {}, which is no longer trusted for {}; trust it again or `agentgate plugins remove {}`",
+                    p.name, p.version, p.signer, p.scope, p.name
+                ))
+            } else {
+                revocations
+                    .revocation_of(&trust, &p.scope, &p.wasm)
+                    .map(|r| format!("installed {} {} is {r}", p.name, p.version))
+            };
+            Installed {
+                path: home.component(&p.wasm),
+                digest: p.wasm.clone(),
+                refused,
+            }
         })
         .collect();
     Ok((installed, warnings))

@@ -113,16 +113,16 @@ impl LoadedPlugin {
 }
 
 /// A plugin installed from a registry: its file, the sha256 the lockfile holds, and
-/// why it may not load (its revocation), if it may not. Only those bytes load: a file
+/// why it may not load (its revocation, or a signer no longer trusted), if it may not. Only those bytes load: a file
 /// with others is not loaded, and `Runtime::load` checks them again before compiling.
 #[derive(Debug, Clone)]
 pub struct Installed {
     pub path: PathBuf,
     /// `sha256:<hex>`, from the lockfile.
     pub digest: String,
-    /// Set when the digest is revoked: the revocation, named. The component is then
-    /// neither described nor compiled.
-    pub revoked: Option<String>,
+    /// Set when it may not load, saying why (naming the revocation). The component is
+    /// then neither described nor compiled.
+    pub refused: Option<String>,
 }
 
 /// A plugin file that could not be loaded at all.
@@ -211,8 +211,8 @@ impl Catalog {
         }
         for plugin in installed {
             let origin = PluginOrigin::File(plugin.path.clone());
-            let loaded = match &plugin.revoked {
-                Some(revocation) => Err(format!("{}: {revocation}", plugin.digest)),
+            let loaded = match &plugin.refused {
+                Some(reason) => Err(format!("{}: {reason}", plugin.digest)),
                 None => discover_file(loader, grants, &plugin.path, Some(&plugin.digest)).await,
             };
             match loaded {
