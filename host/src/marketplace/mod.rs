@@ -36,7 +36,7 @@ pub use oci::PluginRef;
 pub enum MarketError {
     #[error("{0}")]
     Input(String),
-    #[error("{what} was not found in the registry (404): {reference}; check the name and tag (`agentgate plugins update` lists the tags)")]
+    #[error("{what} was not found in the registry (404): {reference}; check the registry, namespace, name and version tag")]
     NotFound { what: String, reference: String },
     #[error("cannot reach the registry {registry}: {reason}; is it running and reachable from this host?")]
     RegistryDown { registry: String, reason: String },

@@ -1222,4 +1222,34 @@ mod tests {
             .to_string();
         assert!(text.contains("docker:image=GLOB"), "{text}");
     }
+
+    #[test]
+    fn an_entry_from_elsewhere_is_read_like_the_files() {
+        let mut grants = Grants::default();
+        let entry = serde_yaml::from_str(
+            "capabilities: [http]\nhttp: {hosts: [api.example.com]}\ndigest: sha256:ab\n",
+        )
+        .unwrap();
+        grants.add_entry("p", entry, "plugins.lock").unwrap();
+        let granted = grants.granted("p", "1", "sha256:ab");
+        assert_eq!(granted.capabilities, [Capability::Http].into());
+        assert_eq!(granted.http_hosts.entries(), ["api.example.com"]);
+        assert!(grants
+            .granted("p", "1", "sha256:cd")
+            .capabilities
+            .is_empty());
+        // One plugin, one grant; and the file's checks hold.
+        let again = serde_yaml::from_str("capabilities: [events]").unwrap();
+        let text = grants
+            .add_entry("p", again, "plugins.lock")
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("granted both"), "{text}");
+        let hosts_without_http = serde_yaml::from_str("hosts: [x.example.com]").unwrap();
+        assert!(grants
+            .add_entry("q", hosts_without_http, "plugins.lock")
+            .is_err());
+        let unknown_key = serde_yaml::from_str("capabilities: [http]\nnetwork: all").unwrap();
+        assert!(grants.add_entry("r", unknown_key, "plugins.lock").is_err());
+    }
 }
