@@ -610,6 +610,49 @@ fn a_revoked_digest_is_refused_at_install_and_at_run() {
     refused(out, "is revoked: revoked by key");
 }
 
+/// A registry that serves an older revocation list (replayed to un-revoke) is refused:
+/// the host keeps the highest list it verified.
+#[test]
+fn an_older_revocation_list_does_not_un_revoke() {
+    let market = Market::new();
+    let reference = market.reference("acme");
+    let revoke = || {
+        ok(market.author.agentgate(&[
+            "plugins",
+            "revoke",
+            &reference,
+            "--key",
+            market.key.secret.to_str().unwrap(),
+            "--reason",
+            "bad build",
+        ]))
+    };
+    // List #1 revokes a first build; the operator installs a second one.
+    ok(market.publish_with(
+        &rebuilt(&http_driver(), "first"),
+        &reference,
+        &market.key,
+        &market.scopes(&[]),
+    ));
+    revoke();
+    market.publish();
+    ok(market.install(&reference));
+    let signer = market.locked("signer").to_ascii_lowercase();
+    let link = market
+        .registry
+        .tag_dir("acme/agentgate-revocations", &format!("key-{signer}"))
+        .join("current/link");
+    let first_list = std::fs::read(&link).unwrap();
+    // List #2 revokes the installed build; the operator's next run fetches it.
+    revoke();
+    refused(market.run(&["--revocation-max-age", "0s"]), "bad build");
+    // The registry serves list #1 again: refused, and the revocation holds.
+    std::fs::write(&link, first_list).unwrap();
+    let text = refused(market.run(&["--revocation-max-age", "0s"]), "bad build");
+    assert!(text.contains("an older list is refused"), "{text}");
+    assert!(market.server.requests().is_empty());
+}
+
 #[test]
 fn a_signer_no_longer_trusted_is_refused_at_run() {
     let market = Market::new();
