@@ -321,6 +321,52 @@ fn publishes_installs_with_consent_and_runs_a_rust_plugin() {
         .exists());
 }
 
+/// On a terminal (`script` gives `install` one) consent is asked: "n" installs
+/// nothing, "y" installs.
+#[test]
+fn consent_is_asked_on_a_terminal() {
+    let market = Market::new();
+    market.publish();
+    let on_terminal = |answer: &str| {
+        let mut child = Command::new("script")
+            .args(["-qec"])
+            .arg(format!(
+                "{} plugins install {}",
+                env!("CARGO_BIN_EXE_agentgate"),
+                market.reference("acme")
+            ))
+            .arg("/dev/null")
+            .env("AGENTGATE_HOME", market.operator.dir.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("script (util-linux) runs");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(answer.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (out.status.success(), stdout(&out))
+    };
+    let (installed, screen) = on_terminal("n\n");
+    assert!(!installed, "{screen}");
+    assert!(
+        screen.contains("grant these to http-driver [y/N]"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("answered no; nothing was granted"),
+        "{screen}"
+    );
+    market.no_lockfile();
+    let (installed, screen) = on_terminal("y\n");
+    assert!(installed, "{screen}");
+    assert_eq!(market.locked("name"), "http-driver");
+}
+
 #[test]
 fn signatures_verify_with_the_minisign_tool_and_minisign_signatures_install() {
     let market = Market::new();
