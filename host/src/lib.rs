@@ -4,8 +4,10 @@
 //! sandbox, runs an agent driver in it and collects what happened ([`engine`]),
 //! including what the agent changed ([`changeset`]). Every workspace source, sandbox
 //! provider and agent driver is a WebAssembly component ([`runtime`]) that reaches the
-//! machine only through the host interfaces it was granted ([`capabilities`]). What a run writes and shows (events, logs, the
-//! result), with its secrets masked, is the run record ([`record`]).
+//! machine only through the host interfaces it was granted ([`capabilities`]); third-party
+//! plugins arrive signed and locked from OCI registries ([`marketplace`]). What a run
+//! writes and shows (events, logs, the result), with its secrets masked, is the run
+//! record ([`record`]).
 
 pub mod capabilities;
 pub mod changeset;
@@ -14,6 +16,7 @@ pub mod engine;
 pub mod escape;
 pub mod history;
 pub mod home_path;
+pub mod marketplace;
 pub mod procfs;
 pub mod record;
 pub mod registry;

@@ -357,5 +357,7 @@ pub fn assert_mount_tables_hide(workspace: &Path, host_paths: &[&str]) {
 
 pub mod anthropic;
 pub mod http;
+pub mod oci_registry;
 pub mod openai_responses;
+pub mod polyglot;
 pub mod unprivileged;

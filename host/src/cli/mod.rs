@@ -69,6 +69,17 @@ pub struct Cli {
         value_parser = crate::taskspec::parse_bytes,
     )]
     cache_size: u64,
+    /// How old the revocation lists of installed plugins may be before a command that
+    /// loads plugins fetches them again (e.g. 30m, 1h); offline, the last lists hold.
+    #[arg(
+        long = "revocation-max-age",
+        global = true,
+        env = "AGENTGATE_REVOCATION_MAX_AGE",
+        default_value = "1h",
+        value_name = "AGE",
+        value_parser = humantime::parse_duration,
+    )]
+    revocation_max_age: std::time::Duration,
     #[command(subcommand)]
     command: Command,
 }
@@ -141,6 +152,9 @@ pub(crate) enum LoadError {
     /// The operator's grants (file or flags) are invalid: input, not a host failure.
     #[error(transparent)]
     Grants(#[from] GrantsError),
+    /// The marketplace's files (plugins.lock, trust store, revocations).
+    #[error(transparent)]
+    Marketplace(#[from] crate::marketplace::MarketError),
     #[error("{0:#}")]
     Runtime(anyhow::Error),
 }
@@ -149,7 +163,8 @@ impl LoadError {
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             LoadError::Grants(_) => EXIT_INVALID,
-            LoadError::Runtime(_) => EXIT_ERROR,
+            LoadError::Marketplace(e) if e.is_input() => EXIT_INVALID,
+            LoadError::Marketplace(_) | LoadError::Runtime(_) => EXIT_ERROR,
         }
     }
 }
@@ -207,11 +222,14 @@ impl Cli {
 
     /// The operator's grants: `grants.yaml`, then `--grant` flags and the Agent SDK
     /// driver's base URL. What the file should change is printed as a warning.
-    fn grants(&self) -> Result<Grants, GrantsError> {
+    fn grants(&self) -> Result<Grants, LoadError> {
         let mut grants = Grants::from_file(&self.home().join("grants.yaml"))?;
         for warning in &grants.warnings {
             eprintln!("warning: {warning}");
         }
+        // Installed plugins: the grants consented to at install.
+        crate::marketplace::Lockfile::load(&self.market_home().lockfile())?
+            .add_grants(&mut grants)?;
         for flag in &self.grants {
             grants.add_flag(flag)?;
         }
@@ -225,11 +243,26 @@ impl Cli {
         Ok(grants)
     }
 
-    /// Loads the runtime with this invocation's plugin directories and `grants`.
+    /// Where the marketplace keeps installed plugins, the lockfile and trust store.
+    fn market_home(&self) -> crate::marketplace::MarketHome {
+        crate::marketplace::MarketHome::new(self.home())
+    }
+
+    /// Loads the runtime with this invocation's plugin directories, the installed
+    /// plugins (revocations refreshed when stale) and `grants`.
     async fn runtime_with(&self, grants: Grants) -> Result<std::sync::Arc<Runtime>, LoadError> {
+        let (installed, warnings) = crate::marketplace::load::installed_plugins(
+            &self.market_home(),
+            self.revocation_max_age,
+        )
+        .await?;
+        for warning in warnings {
+            eprintln!("warning: {warning}");
+        }
         Runtime::new(RuntimeConfig {
             cache_dir: Some(self.cache_dir()),
             cache_max_bytes: self.cache_size,
+            installed,
             plugin_dirs: self.plugin_dirs(),
             grants,
             limits: PluginLimits::default(),

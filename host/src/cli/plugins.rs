@@ -1,9 +1,15 @@
 //! `agentgate plugins list|inspect|cache`: what is installed, what it serves, what it
-//! may touch, and what the plugin caches hold.
+//! may touch, and what the plugin caches hold; and the marketplace's commands
+//! (`publish`, `trust`, `install`, `update`, `remove`, `verify`, `revoke`; see
+//! `crate::marketplace`).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::{fail, Cli, EXIT_ERROR, EXIT_INVALID};
+use crate::marketplace::component::CacheSettings;
+use crate::marketplace::trust::TrustStore;
+use crate::marketplace::{self, Installer, MarketError, Outcome};
 use crate::runtime::catalog::selector_field;
 use crate::runtime::grants::{Capability, ImportKind};
 
@@ -20,6 +26,78 @@ pub enum PluginsCommand {
         #[arg(long)]
         clear: bool,
     },
+    /// Push a component and its signature to an OCI registry.
+    Publish {
+        /// The component (.wasm).
+        file: PathBuf,
+        /// REGISTRY/NAMESPACE/NAME:VERSION; NAME and VERSION are what the component's
+        /// describe() reports.
+        reference: String,
+        /// The minisign secret key that signs it (`minisign -G` makes one); an
+        /// encrypted key's password is read from AGENTGATE_KEY_PASSWORD or asked.
+        #[arg(long, value_name = "SECRET_KEY")]
+        key: PathBuf,
+        /// The scopes it asks for: YAML shaped like a grants.yaml plugin entry, e.g.
+        /// `docker: {images: ["node:20"]}`; capabilities come from its imports.
+        #[arg(long, value_name = "FILE")]
+        scopes: Option<PathBuf>,
+    },
+    /// Which keys may sign plugins in which namespaces.
+    #[command(subcommand)]
+    Trust(TrustCommand),
+    /// Fetch a signed plugin, show what it asks for, and install it with consent.
+    Install {
+        /// REGISTRY/NAMESPACE/NAME:VERSION.
+        reference: String,
+        /// Consent without asking (for scripts); without a terminal and without it,
+        /// nothing is installed.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Take the newest version of installed plugins (or a moved tag); asking for more
+    /// needs consent again, asking for less narrows the grant at once.
+    Update {
+        /// Only this plugin.
+        name: Option<String>,
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Uninstall a plugin: its lock entry, grant and file.
+    Remove { name: String },
+    /// Check each installed plugin's bytes and revocations; with --refresh, fetch the
+    /// revocation lists and check that no tag moved.
+    Verify {
+        #[arg(long)]
+        refresh: bool,
+    },
+    /// Publish a signed revocation of the component REF points at.
+    Revoke {
+        reference: String,
+        #[arg(long, value_name = "SECRET_KEY")]
+        key: PathBuf,
+        /// Why, shown to every host that refuses it.
+        #[arg(long, default_value = "revoked by its publisher")]
+        reason: String,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum TrustCommand {
+    /// Trust a minisign public key (a .pub file or its base64 line) for a namespace.
+    Add {
+        key: String,
+        /// REGISTRY/NAMESPACE it may sign for (and what is below it).
+        #[arg(long)]
+        scope: String,
+    },
+    /// List the trusted keys and their namespaces.
+    List,
+    /// Stop trusting a key (its id, .pub file or base64 line), or only for one namespace.
+    Remove {
+        key: String,
+        #[arg(long)]
+        scope: Option<String>,
+    },
 }
 
 pub async fn run(cli: &Cli, command: &PluginsCommand) -> ExitCode {
@@ -28,6 +106,7 @@ pub async fn run(cli: &Cli, command: &PluginsCommand) -> ExitCode {
         PluginsCommand::Cache { clear } => return cache(cli, *clear),
         PluginsCommand::List => None,
         PluginsCommand::Inspect { name } => Some(name),
+        market => return marketplace(cli, market).await,
     };
     let runtime = match cli.runtime().await {
         Ok(runtime) => runtime,
@@ -184,4 +263,148 @@ fn cache(cli: &Cli, clear: bool) -> ExitCode {
 
 pub(super) fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+}
+
+/// The marketplace's commands.
+async fn marketplace(cli: &Cli, command: &PluginsCommand) -> ExitCode {
+    match market_command(cli, command).await {
+        Ok(code) => code,
+        Err(e) => fail(
+            if e.is_input() {
+                EXIT_INVALID
+            } else {
+                EXIT_ERROR
+            },
+            e,
+        ),
+    }
+}
+
+async fn market_command(cli: &Cli, command: &PluginsCommand) -> Result<ExitCode, MarketError> {
+    let home = cli.market_home();
+    let cache = CacheSettings {
+        dir: Some(cli.cache_dir()),
+        max_bytes: cli.cache_size,
+    };
+    match command {
+        PluginsCommand::Publish {
+            file,
+            reference,
+            key,
+            scopes,
+        } => {
+            let published =
+                marketplace::publish::publish(file, reference, key, scopes.as_deref(), &cache)
+                    .await?;
+            println!(
+                "published {} {} as {reference} ({})\n  component {}\n  capabilities [{}]\n  signed by key {} at tag {}",
+                published.statement.name,
+                published.statement.version,
+                published.manifest,
+                published.statement.wasm,
+                published.statement.capabilities.join(", "),
+                published.key_id,
+                published.signature_tag
+            );
+        }
+        PluginsCommand::Trust(trust) => {
+            let mut store = TrustStore::load(&home.trust_store())?;
+            match trust {
+                TrustCommand::Add { key, scope } => {
+                    let id = store.add(key, scope)?;
+                    println!("trusted key {id} for {scope}");
+                }
+                TrustCommand::List => {
+                    for key in store.keys() {
+                        println!("{}  {}  {}", key.id, key.public, key.scopes.join(", "));
+                    }
+                }
+                TrustCommand::Remove { key, scope } => {
+                    store.remove(key, scope.as_deref())?;
+                    match scope {
+                        Some(scope) => println!("key {key} is no longer trusted for {scope}"),
+                        None => println!("key {key} is no longer trusted"),
+                    }
+                }
+            }
+        }
+        PluginsCommand::Install { reference, yes } => {
+            let mut installer = Installer::open(home, cache)?;
+            match installer.install(reference, *yes).await? {
+                Outcome::AlreadyInstalled(p) => {
+                    println!("{} {} is installed already ({})", p.name, p.version, p.wasm)
+                }
+                Outcome::Installed(p) => println!(
+                    "installed {} {} ({}); granted [{}]",
+                    p.name,
+                    p.version,
+                    p.wasm,
+                    granted_text(&p.grant)
+                ),
+                _ => {}
+            }
+        }
+        PluginsCommand::Update { name, yes } => {
+            let mut installer = Installer::open(home, cache)?;
+            let names: Vec<String> = match name {
+                Some(name) => vec![name.clone()],
+                None => installer
+                    .lock()
+                    .plugins()
+                    .iter()
+                    .map(|p| p.name.clone())
+                    .collect(),
+            };
+            for name in names {
+                match installer.update(&name, *yes).await? {
+                    Outcome::UpToDate(p) => println!("{} {} is up to date", p.name, p.version),
+                    Outcome::Updated { from, to } => println!(
+                        "updated {} {} -> {} ({}); granted [{}]",
+                        to.name,
+                        from.version,
+                        to.version,
+                        to.wasm,
+                        granted_text(&to.grant)
+                    ),
+                    _ => {}
+                }
+            }
+        }
+        PluginsCommand::Remove { name } => {
+            let mut installer = Installer::open(home, cache)?;
+            let removed = installer.remove(name)?;
+            println!("removed {} {}", removed.name, removed.version);
+        }
+        PluginsCommand::Verify { refresh } => {
+            let mut installer = Installer::open(home, cache)?;
+            let (lines, ok) = installer.verify(*refresh).await;
+            for line in lines {
+                println!("{line}");
+            }
+            if !ok {
+                return Ok(ExitCode::from(EXIT_ERROR));
+            }
+        }
+        PluginsCommand::Revoke {
+            reference,
+            key,
+            reason,
+        } => {
+            let (digest, sequence) = marketplace::publish::revoke(reference, key, reason).await?;
+            println!("revoked {reference} ({digest}) in revocation list #{sequence}");
+        }
+        PluginsCommand::List | PluginsCommand::Inspect { .. } | PluginsCommand::Cache { .. } => {
+            unreachable!("handled by run")
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `events, sandbox; docker.images: node:20`: what a locked grant allows.
+fn granted_text(grant: &serde_json::Value) -> String {
+    marketplace::consent::allowances(grant)
+        .into_iter()
+        .map(|a| a.trim_start_matches("capability ").to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -112,6 +112,19 @@ impl LoadedPlugin {
     }
 }
 
+/// A plugin installed from a registry: its file, the sha256 the lockfile holds, and
+/// why it may not load (its revocation, or a signer no longer trusted), if it may not. Only those bytes load: a file
+/// with others is not loaded, and `Runtime::load` checks them again before compiling.
+#[derive(Debug, Clone)]
+pub struct Installed {
+    pub path: PathBuf,
+    /// `sha256:<hex>`, from the lockfile.
+    pub digest: String,
+    /// Set when it may not load, saying why (naming the revocation). The component is
+    /// then neither described nor compiled.
+    pub refused: Option<String>,
+}
+
 /// A plugin file that could not be loaded at all.
 #[derive(Debug, Clone)]
 pub struct BrokenPlugin {
@@ -172,6 +185,7 @@ impl Catalog {
     /// Finds every plugin: built-ins, then the plugin directories in order.
     pub(crate) async fn load(
         loader: &Loader,
+        installed: &[Installed],
         plugin_dirs: &[PathBuf],
         grants: &Grants,
     ) -> anyhow::Result<Catalog> {
@@ -195,30 +209,21 @@ impl Catalog {
             .map_err(|reason| anyhow::anyhow!("built-in plugin {name} does not load: {reason}"))?;
             catalog.insert(plugin);
         }
+        for plugin in installed {
+            let origin = PluginOrigin::File(plugin.path.clone());
+            let loaded = match &plugin.refused {
+                Some(reason) => Err(format!("{}: {reason}", plugin.digest)),
+                None => discover_file(loader, grants, &plugin.path, Some(&plugin.digest)).await,
+            };
+            match loaded {
+                Ok(plugin) => catalog.insert(plugin),
+                Err(reason) => catalog.broken.push(BrokenPlugin { origin, reason }),
+            }
+        }
         for dir in plugin_dirs {
             for path in wasm_files(dir)? {
                 let origin = PluginOrigin::File(path.clone());
-                let label = path.file_name().map_or_else(
-                    || path.display().to_string(),
-                    |n| n.to_string_lossy().into_owned(),
-                );
-                // An unchanged file already described is neither read nor hashed.
-                let remembered = loader
-                    .file_digest(&path)
-                    .filter(|digest| loader.cached_description(digest).is_some());
-                let loaded = match remembered {
-                    Some(digest) => {
-                        discover(loader, grants, Wasm::File(path), digest, None, &label).await
-                    }
-                    None => match read_and_remember(loader, &path) {
-                        Ok((digest, bytes)) => {
-                            let bytes = Some(Cow::Owned(bytes));
-                            discover(loader, grants, Wasm::File(path), digest, bytes, &label).await
-                        }
-                        Err(e) => Err(format!("cannot read it: {e}")),
-                    },
-                };
-                match loaded {
+                match discover_file(loader, grants, &path, None).await {
                     Ok(plugin) => catalog.insert(plugin),
                     Err(reason) => catalog.broken.push(BrokenPlugin { origin, reason }),
                 }
@@ -360,6 +365,41 @@ fn kind_name(kind: PluginKind) -> &'static str {
         PluginKind::SandboxProvider => "provider",
         PluginKind::AgentDriver => "driver",
     }
+}
+
+/// Makes the catalog entry of the plugin file `path`; with `locked`, only if its
+/// digest is that one.
+async fn discover_file(
+    loader: &Loader,
+    grants: &Grants,
+    path: &Path,
+    locked: Option<&str>,
+) -> Result<LoadedPlugin, String> {
+    let label = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    // An unchanged file already described is neither read nor hashed (its bytes are
+    // checked again when it is compiled for a run).
+    let remembered = loader
+        .file_digest(path)
+        .filter(|digest| loader.cached_description(digest).is_some());
+    let (digest, bytes) = match remembered {
+        Some(digest) => (digest, None),
+        None => {
+            let (digest, bytes) =
+                read_and_remember(loader, path).map_err(|e| format!("cannot read it: {e}"))?;
+            (digest, Some(Cow::Owned(bytes)))
+        }
+    };
+    if let Some(locked) = locked.filter(|locked| *locked != digest) {
+        return Err(format!(
+            "its bytes ({digest}) are not the ones plugins.lock holds ({locked}); \
+             run `agentgate plugins verify`, then install it again"
+        ));
+    }
+    let wasm = Wasm::File(path.to_path_buf());
+    discover(loader, grants, wasm, digest, bytes, &label).await
 }
 
 /// Reads a plugin file and records its digest for the next command.

@@ -363,6 +363,33 @@ pub struct Grants {
     pub warnings: Vec<String>,
 }
 
+/// Checks one plugin entry as read from `origin`, and reads its `http:` form into
+/// `hosts`.
+fn check_entry(origin: &str, plugin: &str, grant: &mut Grant) -> Result<(), GrantsError> {
+    if let Some(http) = grant.http.take() {
+        grant.hosts.extend(http.hosts);
+    }
+    grant
+        .scopes(Scopes::narrowest())
+        .map_err(|source| GrantsError::BadScope {
+            path: origin.to_string(),
+            plugin: plugin.to_string(),
+            source,
+        })?;
+    HostAllowlist::parse(&grant.hosts).map_err(|source| GrantsError::BadHost {
+        path: origin.to_string(),
+        plugin: plugin.to_string(),
+        source,
+    })?;
+    if !grant.hosts.is_empty() && !grant.capabilities.contains(&Capability::Http) {
+        return Err(GrantsError::HostsWithoutHttp {
+            path: origin.to_string(),
+            plugin: plugin.to_string(),
+        });
+    }
+    Ok(())
+}
+
 /// The operator's allowances for containers. The default keeps the agent off the host's
 /// network; which host folders containers may bind is the top-level `mounts:`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -421,6 +448,8 @@ pub enum GrantsError {
     },
     #[error("--grant {flag:?}: {source}")]
     BadFlagScope { flag: String, source: BadPattern },
+    #[error("plugin {plugin} is granted both in the grants file and in {origin}; remove its grants.yaml entry (an installed plugin's grant is the one consented to at install) or `agentgate plugins remove {plugin}`")]
+    GrantedTwice { plugin: String, origin: String },
     #[error("ANTHROPIC_BASE_URL: {0}")]
     BadBaseUrl(BadHost),
     #[error("the grants file {path}: {key}: {entry:?} {message}; write an absolute path or one starting with ~/")]
@@ -453,30 +482,35 @@ impl Grants {
             })?;
         grants.read_folders(path)?;
         for (plugin, grant) in &mut grants.plugins {
-            if let Some(http) = grant.http.take() {
-                grant.hosts.extend(http.hosts);
-            }
-            grant
-                .scopes(Scopes::narrowest())
-                .map_err(|source| GrantsError::BadScope {
-                    path: path.display().to_string(),
-                    plugin: plugin.clone(),
-                    source,
-                })?;
-            let at = |source| GrantsError::BadHost {
-                path: path.display().to_string(),
-                plugin: plugin.clone(),
-                source,
-            };
-            HostAllowlist::parse(&grant.hosts).map_err(at)?;
-            if !grant.hosts.is_empty() && !grant.capabilities.contains(&Capability::Http) {
-                return Err(GrantsError::HostsWithoutHttp {
-                    path: path.display().to_string(),
-                    plugin: plugin.clone(),
-                });
-            }
+            check_entry(&path.display().to_string(), plugin, grant)?;
         }
         Ok(grants)
+    }
+
+    /// Adds the grant of plugin `name` from elsewhere than the grants file (the
+    /// marketplace's plugins.lock, named by `origin`), read and checked by the same
+    /// code as the file's entries. A plugin granted in two places is refused: which
+    /// grant holds would be a guess.
+    pub fn add_entry(
+        &mut self,
+        name: &str,
+        entry: serde_yaml::Value,
+        origin: &str,
+    ) -> Result<(), GrantsError> {
+        if self.plugins.contains_key(name) {
+            return Err(GrantsError::GrantedTwice {
+                plugin: name.to_string(),
+                origin: origin.to_string(),
+            });
+        }
+        let mut grant: Grant =
+            serde_yaml::from_value(entry).map_err(|source| GrantsError::Parse {
+                path: origin.to_string(),
+                source,
+            })?;
+        check_entry(origin, name, &mut grant)?;
+        self.plugins.insert(name.to_string(), grant);
+        Ok(())
     }
 
     /// Expands `workspaces:` and `mounts:` into [`Grants::paths`]; `docker: mounts:`, the
@@ -1187,5 +1221,35 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(text.contains("docker:image=GLOB"), "{text}");
+    }
+
+    #[test]
+    fn an_entry_from_elsewhere_is_read_like_the_files() {
+        let mut grants = Grants::default();
+        let entry = serde_yaml::from_str(
+            "capabilities: [http]\nhttp: {hosts: [api.example.com]}\ndigest: sha256:ab\n",
+        )
+        .unwrap();
+        grants.add_entry("p", entry, "plugins.lock").unwrap();
+        let granted = grants.granted("p", "1", "sha256:ab");
+        assert_eq!(granted.capabilities, [Capability::Http].into());
+        assert_eq!(granted.http_hosts.entries(), ["api.example.com"]);
+        assert!(grants
+            .granted("p", "1", "sha256:cd")
+            .capabilities
+            .is_empty());
+        // One plugin, one grant; and the file's checks hold.
+        let again = serde_yaml::from_str("capabilities: [events]").unwrap();
+        let text = grants
+            .add_entry("p", again, "plugins.lock")
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("granted both"), "{text}");
+        let hosts_without_http = serde_yaml::from_str("hosts: [x.example.com]").unwrap();
+        assert!(grants
+            .add_entry("q", hosts_without_http, "plugins.lock")
+            .is_err());
+        let unknown_key = serde_yaml::from_str("capabilities: [http]\nnetwork: all").unwrap();
+        assert!(grants.add_entry("r", unknown_key, "plugins.lock").is_err());
     }
 }

@@ -29,7 +29,7 @@ use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine};
 
-pub use catalog::{Catalog, LoadedPlugin, PluginOrigin};
+pub use catalog::{Catalog, Installed, LoadedPlugin, PluginOrigin};
 pub use grants::{Capability, Grants};
 pub use instance::PluginError;
 pub use limits::PluginLimits;
@@ -52,6 +52,9 @@ pub struct RuntimeConfig {
     pub cache_max_bytes: u64,
     /// Extra plugin directories, searched in order after the built-ins.
     pub plugin_dirs: Vec<PathBuf>,
+    /// Plugins installed from a registry (the marketplace's plugins.lock), after the
+    /// built-ins and before the plugin directories.
+    pub installed: Vec<catalog::Installed>,
     /// What the operator granted to non-built-in plugins.
     pub grants: Grants,
     pub limits: PluginLimits,
@@ -65,6 +68,7 @@ impl Default for RuntimeConfig {
             cache_dir: None,
             cache_max_bytes: cache::DEFAULT_MAX_BYTES,
             plugin_dirs: Vec::new(),
+            installed: Vec::new(),
             grants: Grants::default(),
             limits: PluginLimits::default(),
             observer: None,
@@ -106,7 +110,13 @@ impl Runtime {
             config.limits.clone(),
             config.observer,
         );
-        let catalog = Catalog::load(&loader, &config.plugin_dirs, &config.grants).await?;
+        let catalog = Catalog::load(
+            &loader,
+            &config.installed,
+            &config.plugin_dirs,
+            &config.grants,
+        )
+        .await?;
         Ok(Arc::new(Runtime {
             loader,
             limits: config.limits,

@@ -1,0 +1,827 @@
+//! The plugin marketplace against a real registry: Debian's `docker-registry` on
+//! 127.0.0.1 with filesystem storage, keys made at test time by `minisign -G`, and the
+//! `agentgate` binary publishing, installing, running, updating and revoking.
+//!
+//! Each refusal is played as an attack on what the registry stores (a flipped byte, a
+//! deleted signature, a statement widened under its old signature, a moved tag, a
+//! revocation) and checked with its own message; the positive path runs the installed
+//! plugin and proves it was the locked bytes that ran.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sha2::Digest;
+
+use agentgate::marketplace::oci::{PluginRef, Registry, SignedArtifact};
+use support::http::{full, Server};
+use support::oci_registry::OciRegistry;
+use support::polyglot::{built, grant, home_with};
+use support::{builtin_component, indent, local_subprocess, stderr, task_spec, Home};
+
+/// A key pair made by `minisign -G` (no password), in `dir`.
+struct Key {
+    public: PathBuf,
+    secret: PathBuf,
+}
+
+fn minisign_key(dir: &Path, name: &str) -> Key {
+    let key = Key {
+        public: dir.join(format!("{name}.pub")),
+        secret: dir.join(format!("{name}.key")),
+    };
+    let out = Command::new("minisign")
+        .args(["-G", "-W", "-f", "-p"])
+        .arg(&key.public)
+        .arg("-s")
+        .arg(&key.secret)
+        .output()
+        .expect("minisign is installed (Debian's minisign)");
+    assert!(out.status.success(), "{}", stderr(&out));
+    key
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn ok(output: Output) -> Output {
+    assert!(
+        output.status.success(),
+        "stdout: {}\nstderr: {}",
+        stdout(&output),
+        stderr(&output)
+    );
+    output
+}
+
+/// Fails, with `needle` in its error.
+fn refused(output: Output, needle: &str) -> String {
+    let text = stderr(&output);
+    assert!(
+        !output.status.success(),
+        "expected a refusal, got success: {text}"
+    );
+    assert!(text.contains(needle), "expected {needle:?} in: {text}");
+    text
+}
+
+/// The http-driver fixture: a Rust agent driver importing `wasi:http` (capability
+/// `http`), published as a third-party plugin.
+fn http_driver() -> Vec<u8> {
+    std::fs::read(builtin_component("http_driver")).unwrap()
+}
+
+/// `wasm` with a custom section appended: the same plugin (name, version, imports),
+/// other bytes, as a rebuild would be.
+fn rebuilt(wasm: &[u8], tag: &str) -> Vec<u8> {
+    let name = b"agentgate-test";
+    let mut out = wasm.to_vec();
+    out.push(0);
+    out.push((1 + name.len() + tag.len()) as u8);
+    out.push(name.len() as u8);
+    out.extend_from_slice(name);
+    out.extend_from_slice(tag.as_bytes());
+    out
+}
+
+/// A registry, an author (home and key) and an operator (home trusting the author's
+/// key for the namespace `acme`), and a server the driver may reach.
+struct Market {
+    registry: OciRegistry,
+    author: Home,
+    operator: Home,
+    key: Key,
+    server: Server,
+    files: tempfile::TempDir,
+}
+
+impl Market {
+    fn new() -> Market {
+        Market::with_homes(Home::new(), Home::new())
+    }
+
+    fn with_homes(author: Home, operator: Home) -> Market {
+        let files = tempfile::tempdir().unwrap();
+        let key = minisign_key(files.path(), "author");
+        let market = Market {
+            registry: OciRegistry::start(),
+            author,
+            operator,
+            key,
+            server: Server::start(|_| full(200, "text/plain", "hello")),
+            files,
+        };
+        ok(market.operator.agentgate(&[
+            "plugins",
+            "trust",
+            "add",
+            market.key.public.to_str().unwrap(),
+            "--scope",
+            &market.scope("acme"),
+        ]));
+        market
+    }
+
+    fn scope(&self, namespace: &str) -> String {
+        format!("{}/{namespace}", self.registry.address)
+    }
+
+    fn reference(&self, namespace: &str) -> String {
+        format!("{}/{namespace}/http-driver:0.1.0", self.registry.address)
+    }
+
+    /// The scopes manifest asking for the test server (and `extra` hosts).
+    fn scopes(&self, extra: &[&str]) -> PathBuf {
+        let mut hosts = vec![format!("127.0.0.1:{}", self.server.port())];
+        hosts.extend(extra.iter().map(|h| h.to_string()));
+        let path = self
+            .files
+            .path()
+            .join(format!("scopes-{}.yaml", extra.len()));
+        std::fs::write(&path, format!("http:\n  hosts: {hosts:?}\n")).unwrap();
+        path
+    }
+
+    /// Publishes `wasm` at `reference`, signed by `key`, asking for `scopes`.
+    fn publish_with(&self, wasm: &[u8], reference: &str, key: &Key, scopes: &Path) -> Output {
+        let file = self.files.path().join("plugin.wasm");
+        std::fs::write(&file, wasm).unwrap();
+        self.author.agentgate(&[
+            "plugins",
+            "publish",
+            file.to_str().unwrap(),
+            reference,
+            "--key",
+            key.secret.to_str().unwrap(),
+            "--scopes",
+            scopes.to_str().unwrap(),
+        ])
+    }
+
+    /// Publishes `file` at `reference`, signed by the author, asking for no scope.
+    fn publish_file(&self, file: &Path, reference: &str) -> Output {
+        self.author.agentgate(&[
+            "plugins",
+            "publish",
+            file.to_str().unwrap(),
+            reference,
+            "--key",
+            self.key.secret.to_str().unwrap(),
+        ])
+    }
+
+    /// Publishes the http-driver in `acme`, signed by the author.
+    fn publish(&self) -> Output {
+        ok(self.publish_with(
+            &http_driver(),
+            &self.reference("acme"),
+            &self.key,
+            &self.scopes(&[]),
+        ))
+    }
+
+    fn install(&self, reference: &str) -> Output {
+        self.operator
+            .agentgate(&["plugins", "install", reference, "--yes"])
+    }
+
+    /// Runs the installed driver against the test server.
+    fn run(&self, extra: &[&str]) -> Output {
+        let workspace = tempfile::tempdir().unwrap();
+        let agent = format!(
+            "agent:\n  driver: http-get\n  options:\n    authority: \"127.0.0.1:{}\"\n",
+            self.server.port()
+        );
+        let spec = task_spec(
+            "market",
+            "fetch",
+            &local_subprocess(workspace.path(), false, "60s", &agent),
+        );
+        let path = self.operator.dir.path().join("task.yaml");
+        std::fs::write(&path, spec).unwrap();
+        let mut args: Vec<&str> = extra.to_vec();
+        args.extend(["run", path.to_str().unwrap()]);
+        self.operator.agentgate(&args)
+    }
+
+    fn lockfile(&self) -> toml::Value {
+        let text = std::fs::read_to_string(self.operator.dir.path().join("plugins.lock"))
+            .expect("plugins.lock exists");
+        toml::from_str(&text).unwrap()
+    }
+
+    fn locked(&self, key: &str) -> String {
+        self.lockfile()["plugin"][0][key]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    fn no_lockfile(&self) {
+        let lock = self.operator.dir.path().join("plugins.lock");
+        assert!(
+            !lock.exists(),
+            "nothing is installed: {:?}",
+            std::fs::read_to_string(&lock)
+        );
+    }
+
+    fn manifest_of(&self, reference: &str) -> String {
+        block_on(Registry::new().resolve(&PluginRef::parse(reference).unwrap())).unwrap()
+    }
+}
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+#[test]
+fn publishes_installs_with_consent_and_runs_a_rust_plugin() {
+    let market = Market::new();
+    let published = stdout(&market.publish());
+    assert!(published.contains("capabilities [http]"), "{published}");
+    let reference = market.reference("acme");
+
+    // Without a terminal and without --yes nothing is granted, after showing every
+    // import (WASI included) and the asked scope.
+    let text = refused(
+        market
+            .operator
+            .agentgate(&["plugins", "install", &reference]),
+        "no terminal to ask on",
+    );
+    assert!(text.contains("wasi:http/outgoing-handler"), "{text}");
+    assert!(text.contains("wasi:io/"), "{text}");
+    assert!(
+        text.contains(&format!("http.hosts: 127.0.0.1:{}", market.server.port())),
+        "{text}"
+    );
+    market.no_lockfile();
+
+    let out = ok(market.install(&reference));
+    assert!(
+        stdout(&out).contains("installed http-driver 0.1.0"),
+        "{}",
+        stdout(&out)
+    );
+    let lock = market.lockfile();
+    let entry = &lock["plugin"][0];
+    let wasm = format!(
+        "sha256:{}",
+        hex::encode(sha2::Sha256::digest(http_driver()))
+    );
+    assert_eq!(entry["name"].as_str(), Some("http-driver"));
+    assert_eq!(entry["version"].as_str(), Some("0.1.0"));
+    assert_eq!(entry["reference"].as_str(), Some(reference.as_str()));
+    assert_eq!(entry["wasm"].as_str(), Some(wasm.as_str()));
+    assert_eq!(
+        entry["manifest"].as_str(),
+        Some(market.manifest_of(&reference).as_str())
+    );
+    assert_eq!(entry["wit"].as_str(), Some("0.1.0"));
+    assert!(entry["signer"].as_str().unwrap().len() == 16);
+    assert_eq!(entry["grant"]["capabilities"].as_array().unwrap().len(), 1);
+    assert_eq!(entry["grant"]["digest"].as_str(), Some(wasm.as_str()));
+    // Install compiled it: the compile cache holds the component already.
+    let hex = wasm.trim_start_matches("sha256:");
+    let cached = std::fs::read_dir(market.operator.dir.path().join("cache/components"))
+        .unwrap()
+        .any(|e| e.unwrap().file_name().to_string_lossy().starts_with(hex));
+    assert!(cached, "install warms the compile cache");
+
+    let out = ok(market.run(&[]));
+    let result = market.operator.result();
+    assert_eq!(result["status"], "succeeded", "{}", stderr(&out));
+    assert_eq!(result["plugins"]["agent"]["name"], "http-driver");
+    assert_eq!(result["plugins"]["agent"]["digest"], wasm.as_str());
+    assert_eq!(
+        market.server.requests().len(),
+        1,
+        "the installed driver made its request"
+    );
+
+    ok(market
+        .operator
+        .agentgate(&["plugins", "verify", "--refresh"]));
+    ok(market
+        .operator
+        .agentgate(&["plugins", "remove", "http-driver"]));
+    assert!(!market
+        .operator
+        .dir
+        .path()
+        .join("plugins")
+        .join(format!("{hex}.wasm"))
+        .exists());
+}
+
+/// On a terminal (`script` gives `install` one) consent is asked: "n" installs
+/// nothing, "y" installs.
+#[test]
+fn consent_is_asked_on_a_terminal() {
+    let market = Market::new();
+    market.publish();
+    let on_terminal = |answer: &str| {
+        let mut child = Command::new("script")
+            .args(["-qec"])
+            .arg(format!(
+                "{} plugins install {}",
+                env!("CARGO_BIN_EXE_agentgate"),
+                market.reference("acme")
+            ))
+            .arg("/dev/null")
+            .env("AGENTGATE_HOME", market.operator.dir.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("script (util-linux) runs");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(answer.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (out.status.success(), stdout(&out))
+    };
+    let (installed, screen) = on_terminal("n\n");
+    assert!(!installed, "{screen}");
+    assert!(
+        screen.contains("grant these to http-driver [y/N]"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("answered no; nothing was granted"),
+        "{screen}"
+    );
+    market.no_lockfile();
+    let (installed, screen) = on_terminal("y\n");
+    assert!(installed, "{screen}");
+    assert_eq!(market.locked("name"), "http-driver");
+}
+
+#[test]
+fn signatures_verify_with_the_minisign_tool_and_minisign_signatures_install() {
+    let market = Market::new();
+    market.publish();
+    let reference = market.reference("acme");
+    let plugin = PluginRef::parse(&reference).unwrap();
+    let manifest = market.manifest_of(&reference);
+    let signed = block_on(Registry::new().pull_signature(&plugin, &manifest))
+        .unwrap()
+        .expect("a signature at the fallback tag");
+    // agentgate's signature, checked by the minisign tool.
+    let statement = market.files.path().join("statement.json");
+    let signature = market.files.path().join("statement.json.minisig");
+    std::fs::write(&statement, &signed.statement).unwrap();
+    std::fs::write(&signature, &signed.signature).unwrap();
+    let out = Command::new("minisign")
+        .args(["-V", "-p"])
+        .arg(&market.key.public)
+        .arg("-m")
+        .arg(&statement)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("agentgate plugin http-driver 0.1.0"));
+
+    // The minisign tool's signature of the same statement, installed by agentgate.
+    let out = Command::new("minisign")
+        .args(["-S", "-s"])
+        .arg(&market.key.secret)
+        .arg("-m")
+        .arg(&statement)
+        .args(["-t", "signed by the minisign tool"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let by_tool = std::fs::read_to_string(&signature).unwrap();
+    assert_ne!(by_tool, signed.signature);
+    block_on(Registry::new().push_signature(
+        &plugin,
+        &manifest,
+        &SignedArtifact {
+            statement: signed.statement.clone(),
+            signature: by_tool,
+        },
+    ))
+    .unwrap();
+    ok(market.install(&reference));
+}
+
+#[test]
+fn install_refuses_an_unsigned_plugin() {
+    let market = Market::new();
+    market.publish();
+    let reference = market.reference("acme");
+    let manifest = market.manifest_of(&reference);
+    let tag = format!("{}.sig", manifest.replace(':', "-"));
+    std::fs::remove_dir_all(market.registry.tag_dir("acme/http-driver", &tag)).unwrap();
+    refused(
+        market.install(&reference),
+        "is not signed: no signature at tag",
+    );
+    market.no_lockfile();
+}
+
+#[test]
+fn install_refuses_a_key_not_in_the_trust_store() {
+    let market = Market::new();
+    let stranger = minisign_key(market.files.path(), "stranger");
+    ok(market.publish_with(
+        &http_driver(),
+        &market.reference("acme"),
+        &stranger,
+        &market.scopes(&[]),
+    ));
+    refused(
+        market.install(&market.reference("acme")),
+        "which is not in the trust store",
+    );
+    market.no_lockfile();
+}
+
+#[test]
+fn install_refuses_a_key_trusted_for_another_namespace() {
+    let market = Market::new();
+    // The author's key is trusted for acme only; a plugin it signed in `other` is refused.
+    ok(market.publish_with(
+        &http_driver(),
+        &market.reference("other"),
+        &market.key,
+        &market.scopes(&[]),
+    ));
+    refused(
+        market.install(&market.reference("other")),
+        &format!(
+            "trusted for {} but not for {}",
+            market.scope("acme"),
+            market.scope("other")
+        ),
+    );
+    market.no_lockfile();
+}
+
+#[test]
+fn install_refuses_a_flipped_byte_in_the_stored_component() {
+    let market = Market::new();
+    market.publish();
+    let wasm = format!(
+        "sha256:{}",
+        hex::encode(sha2::Sha256::digest(http_driver()))
+    );
+    let blob = market.registry.blob(&wasm);
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&blob, bytes).unwrap();
+    refused(market.install(&market.reference("acme")), "do not match");
+    market.no_lockfile();
+}
+
+#[test]
+fn install_refuses_scopes_widened_under_the_old_signature() {
+    let market = Market::new();
+    market.publish();
+    let reference = market.reference("acme");
+    let plugin = PluginRef::parse(&reference).unwrap();
+    let manifest = market.manifest_of(&reference);
+    let signed = block_on(Registry::new().pull_signature(&plugin, &manifest))
+        .unwrap()
+        .unwrap();
+    let mut statement: serde_json::Value = serde_json::from_slice(&signed.statement).unwrap();
+    statement["scopes"]["http"]["hosts"]
+        .as_array_mut()
+        .unwrap()
+        .push("evil.example.com".into());
+    block_on(Registry::new().push_signature(
+        &plugin,
+        &manifest,
+        &SignedArtifact {
+            statement: serde_json::to_vec_pretty(&statement).unwrap(),
+            signature: signed.signature,
+        },
+    ))
+    .unwrap();
+    refused(market.install(&reference), "does not verify");
+    market.no_lockfile();
+}
+
+#[test]
+fn not_found_and_registry_down_are_their_own_errors() {
+    let mut market = Market::new();
+    market.publish();
+    let missing = format!("{}/acme/http-driver:9.9.9", market.registry.address);
+    let text = refused(
+        market.install(&missing),
+        "was not found in the registry (404)",
+    );
+    assert!(!text.contains("signature"), "{text}");
+    market.registry.stop();
+    let text = refused(
+        market.install(&market.reference("acme")),
+        "cannot reach the registry",
+    );
+    assert!(
+        !text.contains("404") && !text.contains("signature"),
+        "{text}"
+    );
+    market.no_lockfile();
+}
+
+#[test]
+fn a_moved_tag_is_refused_until_update_and_widening_needs_consent() {
+    let market = Market::new();
+    market.publish();
+    let reference = market.reference("acme");
+    ok(market.install(&reference));
+    let locked = market.locked("wasm");
+
+    // The author moves the tag to other bytes that ask for one more host.
+    let widened = rebuilt(&http_driver(), "v2");
+    ok(market.publish_with(
+        &widened,
+        &reference,
+        &market.key,
+        &market.scopes(&["api.example.com"]),
+    ));
+    refused(
+        market.install(&reference),
+        "the lock holds until you run `agentgate plugins update http-driver`",
+    );
+    let verify = market
+        .operator
+        .agentgate(&["plugins", "verify", "--refresh"]);
+    assert!(!verify.status.success());
+    assert!(
+        stdout(&verify).contains("the tag of"),
+        "{}",
+        stdout(&verify)
+    );
+    // A run still uses the locked bytes.
+    ok(market.run(&[]));
+    assert_eq!(
+        market.operator.result()["plugins"]["agent"]["digest"],
+        locked.as_str()
+    );
+
+    // Widening needs consent: none without a terminal or --yes, and the diff is shown.
+    let text = refused(
+        market
+            .operator
+            .agentgate(&["plugins", "update", "http-driver"]),
+        "asks for more",
+    );
+    assert!(text.contains("NEW: http.hosts: api.example.com"), "{text}");
+    assert_eq!(market.locked("wasm"), locked);
+    ok(market
+        .operator
+        .agentgate(&["plugins", "update", "http-driver", "--yes"]));
+    let widened_digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&widened)));
+    assert_eq!(market.locked("wasm"), widened_digest);
+
+    // Asking for less narrows at once, without consent.
+    let narrowed = rebuilt(&http_driver(), "v3");
+    ok(market.publish_with(&narrowed, &reference, &market.key, &market.scopes(&[])));
+    let out = ok(market
+        .operator
+        .agentgate(&["plugins", "update", "http-driver"]));
+    assert!(
+        stderr(&out).contains("no longer asks for: http.hosts: api.example.com"),
+        "{}",
+        stderr(&out)
+    );
+    let lock = market.lockfile();
+    assert_eq!(
+        lock["plugin"][0]["grant"]["http"]["hosts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "{lock:?}"
+    );
+}
+
+#[test]
+fn a_revoked_digest_is_refused_at_install_and_at_run() {
+    let market = Market::new();
+    market.publish();
+    let reference = market.reference("acme");
+    ok(market.install(&reference));
+    ok(market.author.agentgate(&[
+        "plugins",
+        "revoke",
+        &reference,
+        "--key",
+        market.key.secret.to_str().unwrap(),
+        "--reason",
+        "leaks tokens",
+    ]));
+    // The list fetched at install is younger than the maximum age: it holds, stale.
+    ok(market.run(&[]));
+    // Older than the maximum age: fetched again, and the run refuses the plugin,
+    // naming the revocation.
+    let text = refused(market.run(&["--revocation-max-age", "0s"]), "leaks tokens");
+    assert!(text.contains("revoked by key"), "{text}");
+    assert_eq!(
+        market.server.requests().len(),
+        1,
+        "the revoked driver did not run"
+    );
+    let verify = market.operator.agentgate(&["plugins", "verify"]);
+    assert!(!verify.status.success());
+    assert!(
+        stdout(&verify).contains("leaks tokens"),
+        "{}",
+        stdout(&verify)
+    );
+    // A second operator cannot install it.
+    let second = Home::new();
+    ok(second.agentgate(&[
+        "plugins",
+        "trust",
+        "add",
+        market.key.public.to_str().unwrap(),
+        "--scope",
+        &market.scope("acme"),
+    ]));
+    let out = second.agentgate(&["plugins", "install", &reference, "--yes"]);
+    refused(out, "is revoked: revoked by key");
+}
+
+/// A registry that serves an older revocation list (replayed to un-revoke) is refused:
+/// the host keeps the highest list it verified.
+#[test]
+fn an_older_revocation_list_does_not_un_revoke() {
+    let market = Market::new();
+    let reference = market.reference("acme");
+    let revoke = || {
+        ok(market.author.agentgate(&[
+            "plugins",
+            "revoke",
+            &reference,
+            "--key",
+            market.key.secret.to_str().unwrap(),
+            "--reason",
+            "bad build",
+        ]))
+    };
+    // List #1 revokes a first build; the operator installs a second one.
+    ok(market.publish_with(
+        &rebuilt(&http_driver(), "first"),
+        &reference,
+        &market.key,
+        &market.scopes(&[]),
+    ));
+    revoke();
+    market.publish();
+    ok(market.install(&reference));
+    let signer = market.locked("signer").to_ascii_lowercase();
+    let link = market
+        .registry
+        .tag_dir("acme/agentgate-revocations", &format!("key-{signer}"))
+        .join("current/link");
+    let first_list = std::fs::read(&link).unwrap();
+    // List #2 revokes the installed build; the operator's next run fetches it.
+    revoke();
+    refused(market.run(&["--revocation-max-age", "0s"]), "bad build");
+    // The registry serves list #1 again: refused, and the revocation holds.
+    std::fs::write(&link, first_list).unwrap();
+    let text = refused(market.run(&["--revocation-max-age", "0s"]), "bad build");
+    assert!(text.contains("an older list is refused"), "{text}");
+    assert!(market.server.requests().is_empty());
+}
+
+#[test]
+fn a_signer_no_longer_trusted_is_refused_at_run() {
+    let market = Market::new();
+    market.publish();
+    ok(market.install(&market.reference("acme")));
+    ok(market.operator.agentgate(&[
+        "plugins",
+        "trust",
+        "remove",
+        market.key.public.to_str().unwrap(),
+    ]));
+    refused(market.run(&[]), "which is no longer trusted for");
+    assert!(market.server.requests().is_empty());
+}
+
+#[test]
+fn offline_the_last_revocation_list_holds_and_its_age_is_reported() {
+    let mut market = Market::new();
+    market.publish();
+    ok(market.install(&market.reference("acme")));
+    market.registry.stop();
+    let out = ok(market.run(&["--revocation-max-age", "0s"]));
+    let text = stderr(&out);
+    assert!(
+        text.contains("cannot refresh the revocation lists of"),
+        "{text}"
+    );
+    assert!(text.contains("ago hold"), "{text}");
+}
+
+#[test]
+fn a_run_uses_exactly_the_locked_bytes() {
+    let market = Market::new();
+    market.publish();
+    ok(market.install(&market.reference("acme")));
+    let locked = market.locked("wasm");
+    let file = market
+        .operator
+        .dir
+        .path()
+        .join("plugins")
+        .join(format!("{}.wasm", locked.trim_start_matches("sha256:")));
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    std::fs::write(&file, rebuilt(&http_driver(), "swapped")).unwrap();
+    refused(market.run(&[]), "are not the ones plugins.lock holds");
+    assert!(market.server.requests().is_empty());
+}
+
+#[test]
+fn publishes_installs_and_runs_a_python_plugin() {
+    polyglot_driver_is_published_installed_and_run("py-shell");
+}
+
+#[test]
+fn publishes_installs_and_runs_a_javascript_plugin() {
+    polyglot_driver_is_published_installed_and_run("js-shell");
+}
+
+/// A driver built by componentize-py or jco (tests/support/polyglot.rs), published,
+/// installed from the registry with its grant (`events`, `sandbox`) and run in the
+/// subprocess sandbox.
+fn polyglot_driver_is_published_installed_and_run(driver: &str) {
+    let Some(built) = built() else { return };
+    // Both homes start with the component compiled (a Python one takes long to).
+    let (author, plugin_dir) = home_with(built, &[driver]);
+    let (operator, _) = home_with(built, &[driver]);
+    let market = Market::with_homes(author, operator);
+    let granted = grant(driver);
+    let out = ok(market.author.agentgate(&[
+        "plugins",
+        "inspect",
+        driver,
+        "--plugin-dir",
+        plugin_dir.to_str().unwrap(),
+        "--grant",
+        &granted,
+    ]));
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let version = info["version"].as_str().unwrap();
+    let reference = format!("{}/acme/{driver}:{version}", market.registry.address);
+    ok(market.publish_file(&built.dir.join(format!("{driver}.wasm")), &reference));
+    let out = ok(market.install(&reference));
+    assert!(
+        stdout(&out).contains(&format!("installed {driver} {version}")),
+        "{}",
+        stdout(&out)
+    );
+    let lock = market.lockfile();
+    let capabilities: Vec<&str> = lock["plugin"][0]["grant"]["capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(capabilities, ["events", "sandbox"]);
+
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("README.md"), "before\n").unwrap();
+    let agent = format!(
+        "agent:\n  driver: {driver}\n  options:\n    command:\n      - sh\n      - -c\n      - |\n{}",
+        indent("echo changed-by-agent > README.md\necho \"finished $AGENTGATE_PROMPT\"", 8)
+    );
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: subprocess\n  resources:\n    timeout: 60s\n{agent}",
+        workspace.path().display()
+    );
+    let path = market.operator.dir.path().join("task.yaml");
+    std::fs::write(&path, task_spec("market", "fix it", &execution)).unwrap();
+    let out = market.operator.agentgate(&["run", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("README.md")).unwrap(),
+        "changed-by-agent\n"
+    );
+    let result = market.operator.result();
+    assert_eq!(result["status"], "succeeded");
+    assert_eq!(result["agent"]["summary"], "finished fix it");
+    assert_eq!(result["plugins"]["agent"]["name"], driver);
+    let wasm = format!(
+        "sha256:{}",
+        hex::encode(sha2::Sha256::digest(
+            std::fs::read(built.dir.join(format!("{driver}.wasm"))).unwrap()
+        ))
+    );
+    assert_eq!(result["plugins"]["agent"]["digest"], wasm.as_str());
+}
