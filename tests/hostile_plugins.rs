@@ -143,7 +143,10 @@ fn beside_an_honest_run(home: &Home, mut hostile: Command) -> Finished {
         support::stderr(&honest),
         result_text(&honest_home)
     );
-    assert!(honest.status.success(), "the honest run failed: {honest_said}");
+    assert!(
+        honest.status.success(),
+        "the honest run failed: {honest_said}"
+    );
     assert_eq!(
         std::fs::read_to_string(honest_workspace.path().join("honest.txt")).unwrap(),
         "HONEST\n",
@@ -308,7 +311,9 @@ fn a_program_off_the_list_is_refused() {
         DRIVER,
         "process.spawn",
         "touch",
-        &format!("plugins: {{{DRIVER}: {{process: {{programs: [\"/usr/bin/touch\"]}}}}}}"),
+        &format!(
+            "plugins: {{{DRIVER}: {{process: {{unsealed: true, programs: [\"/bin/touch\"]}}}}}}"
+        ),
     );
     assert!(finished.said.contains("/usr/bin/true"), "{}", finished.said);
     assert_eq!(denied.len(), 1);
@@ -503,13 +508,7 @@ fn host_paths_through_sandbox_file_calls_are_refused() {
     );
     let finished = beside_an_honest_run(
         &home,
-        run_command(
-            &home,
-            &spec,
-            &fixture_plugins(),
-            &[&driver_grant("")],
-            &[],
-        ),
+        run_command(&home, &spec, &fixture_plugins(), &[&driver_grant("")], &[]),
     );
     assert_attempted(&home, DRIVER, "sandbox.read-file");
     assert_attempted(&home, DRIVER, "sandbox.write-file");
@@ -552,7 +551,12 @@ fn has_branch(bare: &Path, branch: &str) -> bool {
     Command::new("git")
         .arg("--git-dir")
         .arg(bare)
-        .args(["rev-parse", "--verify", "-q", &format!("refs/heads/{branch}")])
+        .args([
+            "rev-parse",
+            "--verify",
+            "-q",
+            &format!("refs/heads/{branch}"),
+        ])
         .output()
         .unwrap()
         .status
@@ -572,7 +576,11 @@ fn a_push_without_push_is_refused() {
     let grant = format!("pushing-workspace=events,git:remote={url}");
     let finished = push_back(&home, &url, None, &grant);
     // The plugin's clone went through, so its push was really made.
-    assert!(home.log("stdout.log").contains("AGENT-RAN"), "{}", finished.said);
+    assert!(
+        home.log("stdout.log").contains("AGENT-RAN"),
+        "{}",
+        finished.said
+    );
     assert_denied(
         &home,
         &finished,
@@ -600,7 +608,11 @@ fn a_push_or_clone_to_a_remote_off_the_list_reaches_nothing() {
     let home = Home::new();
     let grant = format!("pushing-workspace=events,git:remote={url},git:push");
     let finished = push_back(&home, &url, Some(&attacker_url), &grant);
-    assert!(home.log("stdout.log").contains("AGENT-RAN"), "{}", finished.said);
+    assert!(
+        home.log("stdout.log").contains("AGENT-RAN"),
+        "{}",
+        finished.said
+    );
     assert_denied(
         &home,
         &finished,
@@ -613,7 +625,11 @@ fn a_push_or_clone_to_a_remote_off_the_list_reaches_nothing() {
     // A clone from a remote off the list.
     let home = Home::new();
     let finished = push_back(&home, &attacker_url, None, &grant);
-    assert!(!home.log("stdout.log").contains("AGENT-RAN"), "{}", finished.said);
+    assert!(
+        !home.log("stdout.log").contains("AGENT-RAN"),
+        "{}",
+        finished.said
+    );
     assert_denied(
         &home,
         &finished,
@@ -622,7 +638,11 @@ fn a_push_or_clone_to_a_remote_off_the_list_reaches_nothing() {
         &attacker_url,
         &format!("plugins: {{pushing-workspace: {{git: {{remotes: [\"{attacker_url}\"]}}}}}}"),
     );
-    assert_eq!(attacker.seen(), Vec::<String>::new(), "the remote was reached");
+    assert_eq!(
+        attacker.seen(),
+        Vec::<String>::new(),
+        "the remote was reached"
+    );
     assert!(!has_branch(&root.path().join("app.git"), "agent/work"));
 }
 
@@ -654,7 +674,11 @@ fn growing_to_4_gib_is_stopped_by_the_memory_cap() {
     let home = Home::new();
     let finished = misbehave(&home, "oom", "", "10m");
     assert_ne!(finished.code, 0);
-    assert!(!finished.said.contains("nothing stopped it"), "{}", finished.said);
+    assert!(
+        !finished.said.contains("nothing stopped it"),
+        "{}",
+        finished.said
+    );
     assert!(
         finished.said.contains("hostile-driver") && finished.said.contains("memory"),
         "{}",
@@ -674,24 +698,54 @@ fn unbounded_recursion_is_stopped_by_the_stack_limit() {
     );
 }
 
+/// The end of `text`, for a failure message (a flood's output can be large).
+fn tail(text: &str) -> &str {
+    &text[text.floor_char_boundary(text.len().saturating_sub(4000))..]
+}
+
 #[test]
 fn a_giant_outcome_is_refused_without_blowing_host_memory() {
+    // 192 MiB: more than wasmtime lets a call copy out of a guest at once.
     let home = Home::new();
     let finished = misbehave(&home, "giant", "giantMiB: 192\n", "10m");
     assert_ne!(finished.code, 0, "a 192 MiB summary was accepted");
     assert!(
-        finished.said.contains("hostile-driver") && finished.said.contains("summary"),
+        finished
+            .said
+            .contains("plugin hostile-driver trapped in run")
+            && finished.said.contains("too much data is being copied"),
         "{}",
-        &finished.said[..finished.said.len().min(4000)]
+        tail(&finished.said)
     );
     let result_size = std::fs::metadata(home.run_folder().join("result.json"))
         .unwrap()
         .len();
-    assert!(result_size < 1 << 20, "result.json is {result_size} bytes");
     eprintln!(
-        "giant outcome: result.json {result_size} bytes, peak RSS {} MiB",
+        "192 MiB outcome: result.json {result_size} bytes, peak RSS {} MiB",
         finished.peak_rss >> 20
     );
+    assert!(result_size < 1 << 20, "result.json is {result_size} bytes");
+
+    // 8 MiB: copied, then refused by the host's own bound on a plugin's text.
+    let home = Home::new();
+    let finished = misbehave(&home, "giant", "giantMiB: 8\n", "10m");
+    assert_ne!(finished.code, 0, "an 8 MiB summary was accepted");
+    assert!(
+        finished.said.contains(&format!(
+            "plugin hostile-driver returned a summary of {} bytes from run",
+            8 << 20
+        )),
+        "{}",
+        tail(&finished.said)
+    );
+    let result_size = std::fs::metadata(home.run_folder().join("result.json"))
+        .unwrap()
+        .len();
+    eprintln!(
+        "8 MiB outcome: result.json {result_size} bytes, peak RSS {} MiB",
+        finished.peak_rss >> 20
+    );
+    assert!(result_size < 1 << 20, "result.json is {result_size} bytes");
 }
 
 #[test]
@@ -701,37 +755,36 @@ fn an_event_flood_is_bounded_and_stopped_by_the_run_timeout() {
     let spec = driver_spec("overreach", "attack: flood\n", workspace.path(), "15s");
     let finished = beside_an_honest_run(
         &home,
-        run_command(
-            &home,
-            &spec,
-            &fixture_plugins(),
-            &[&driver_grant("")],
-            &[],
-        ),
+        run_command(&home, &spec, &fixture_plugins(), &[&driver_grant("")], &[]),
     );
     assert_ne!(finished.code, 0);
     assert!(
-        finished.said.contains(DRIVER) && finished.said.contains("15s"),
+        finished
+            .said
+            .contains(&format!("plugin {DRIVER} did not finish run within 15s")),
         "{}",
-        &finished.said[..finished.said.len().min(4000)]
+        tail(&finished.said)
     );
-    let events_size = std::fs::metadata(home.run_folder().join("events.ndjson"))
-        .unwrap()
-        .len();
+    let size = |path: PathBuf| std::fs::metadata(path).unwrap().len();
+    let events_size = size(home.run_folder().join("events.ndjson"));
+    let stderr_size = size(home.dir.path().join("agentgate.stderr"));
     eprintln!(
-        "event flood: events.ndjson {} MiB, peak RSS {} MiB",
+        "event flood: events.ndjson {} MiB, agentgate's stderr {} MiB, peak RSS {} MiB",
         events_size >> 20,
+        stderr_size >> 20,
         finished.peak_rss >> 20
     );
+    // The source's budget (64 MiB of events) and the host's own events.
     assert!(
-        events_size < 80 << 20,
+        events_size < 66 << 20,
         "events.ndjson grew to {events_size} bytes"
     );
+    assert!(stderr_size < 66 << 20, "stderr grew to {stderr_size} bytes");
     assert!(
         events(&home).iter().any(|e| e["source"] == "host"
-            && e["message"]
-                .as_str()
-                .is_some_and(|m| m.contains(DRIVER) && m.contains("dropped"))),
+            && e["message"].as_str().is_some_and(
+                |m| m.starts_with(&format!("{DRIVER} exceeded")) && m.contains("dropped")
+            )),
         "no event says the flood was cut"
     );
 }
@@ -792,7 +845,10 @@ fn build_python() -> Option<PythonBuilt> {
     let package = wit.path().join("deps/agentgate-plugin");
     std::fs::create_dir_all(&package).unwrap();
     std::fs::copy(source.join("hostile.wit"), wit.path().join("hostile.wit")).unwrap();
-    for (from, to) in [(root.join("wit"), package), (root.join("wit/deps"), wit.path().join("deps"))] {
+    for (from, to) in [
+        (root.join("wit"), package),
+        (root.join("wit/deps"), wit.path().join("deps")),
+    ] {
         for entry in std::fs::read_dir(&from).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "wit") {
@@ -901,7 +957,7 @@ fn python_plugin_scope_attacks_are_refused() {
         PY,
         "process.spawn",
         "touch",
-        &format!("plugins: {{{PY}: {{process: {{programs: [\"/usr/bin/touch\"]}}}}}}"),
+        &format!("plugins: {{{PY}: {{process: {{unsealed: true, programs: [\"/bin/touch\"]}}}}}}"),
     );
     assert!(!marker.exists());
 
@@ -956,7 +1012,14 @@ fn python_plugin_loop_and_memory_attacks_are_stopped() {
     );
 
     let home = python_home(built);
-    let finished = python_attack(built, &home, "attack: memory\n", workspace.path(), "", "10m");
+    let finished = python_attack(
+        built,
+        &home,
+        "attack: memory\n",
+        workspace.path(),
+        "",
+        "10m",
+    );
     assert_ne!(finished.code, 0);
     assert!(!finished.said.contains("ESCAPED"), "{}", finished.said);
     assert!(

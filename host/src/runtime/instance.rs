@@ -51,7 +51,19 @@ pub enum PluginError {
         call: &'static str,
         limit: Duration,
     },
+    #[error("plugin {plugin} returned a {field} of {bytes} bytes from {call}; the host keeps at most {MAX_PLUGIN_TEXT_BYTES} bytes there, so the result was refused")]
+    Oversized {
+        plugin: String,
+        call: &'static str,
+        field: &'static str,
+        bytes: usize,
+    },
 }
+
+/// Longest text a plugin may hand the host in one field of a result or in an error
+/// message. Such text ends up in result.json and on the terminal; a plugin may hold up
+/// to its memory cap, which is not a size for either.
+pub const MAX_PLUGIN_TEXT_BYTES: usize = 64 << 10;
 
 impl PluginError {
     /// The plugin reported that the TaskSpec is wrong.
@@ -126,11 +138,49 @@ fn reported<T>(
     call: &'static str,
     result: Result<T, Error>,
 ) -> Result<T, PluginError> {
-    result.map_err(|error| PluginError::Reported {
-        plugin: plugin.to_string(),
-        call,
-        error,
+    result.map_err(|mut error| {
+        match &mut error {
+            Error::InvalidSpec(e) => cut_text(&mut e.message),
+            Error::Unavailable(m) | Error::Denied(m) | Error::Failed(m) | Error::TimedOut(m) => {
+                cut_text(m)
+            }
+        }
+        PluginError::Reported {
+            plugin: plugin.to_string(),
+            call,
+            error,
+        }
     })
+}
+
+/// Cuts a plugin's error message to [`MAX_PLUGIN_TEXT_BYTES`], on a character boundary.
+fn cut_text(text: &mut String) {
+    if text.len() > MAX_PLUGIN_TEXT_BYTES {
+        let cut = text.floor_char_boundary(MAX_PLUGIN_TEXT_BYTES);
+        let dropped = text.len() - cut;
+        text.truncate(cut);
+        text.shrink_to_fit();
+        text.push_str(&format!("…[{dropped} bytes cut]"));
+    }
+}
+
+/// Refuses an agent outcome carrying more text than the host keeps.
+fn bounded_outcome(plugin: &str, outcome: AgentOutcome) -> Result<AgentOutcome, PluginError> {
+    for (field, text) in [
+        ("summary", &outcome.summary),
+        ("session id", &outcome.session_id),
+    ] {
+        let bytes = text.as_ref().map_or(0, String::len);
+        if bytes > MAX_PLUGIN_TEXT_BYTES {
+            return Err(PluginError::Oversized {
+                plugin: plugin.to_string(),
+                call: "run",
+                field,
+                bytes,
+            });
+        }
+    }
+    Ok(outcome)
 }
 
 impl Runtime {
@@ -450,6 +500,7 @@ impl DriverInstance {
             .bindings
             .agentgate_plugin_driver()
             .call_run(&mut self.store, task);
-        reported(&plugin, "run", guard(&plugin, "run", deadline, call).await?)
+        let outcome = reported(&plugin, "run", guard(&plugin, "run", deadline, call).await?)?;
+        bounded_outcome(&plugin, outcome)
     }
 }
