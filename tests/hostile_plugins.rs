@@ -217,7 +217,6 @@ fn assert_denied(
     allow: &str,
 ) -> Vec<Value> {
     let said = &finished.said;
-    assert_ne!(finished.code, 0, "the run succeeded: {said}");
     assert!(!said.contains("ESCAPED"), "the attack got through: {said}");
     assert!(
         said.contains(&format!("{call} by plugin {plugin}"))
@@ -285,6 +284,7 @@ fn an_unsealed_spawn_without_unsealed_is_refused() {
     let (_dir, marker) = host_folder();
     let options = format!("attack: unsealed-spawn\ntarget: {}\n", marker.display());
     let finished = overreach(&home, &options, &[&driver_grant("")], &[]);
+    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
     assert_attempted(&home, DRIVER, "process.spawn");
     assert_denied(
         &home,
@@ -304,6 +304,7 @@ fn a_program_off_the_list_is_refused() {
     let options = format!("attack: program-off-list\ntarget: {}\n", marker.display());
     let grant = driver_grant(",process:unsealed,process:program=/usr/bin/true");
     let finished = overreach(&home, &options, &[&grant], &[]);
+    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
     assert_attempted(&home, DRIVER, "process.spawn");
     let denied = assert_denied(
         &home,
@@ -330,6 +331,7 @@ fn an_image_off_the_list_is_neither_pulled_nor_run() {
     let options = format!("attack: image-off-list\ntarget: {image}\n");
     let grant = driver_grant(",docker:image=agentgate-test/allowed:*");
     let finished = overreach(&home, &options, &[&grant], &[]);
+    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
     assert_attempted(&home, DRIVER, "docker.pull-image");
     assert_attempted(&home, DRIVER, "docker.run-container");
     let allow = format!("plugins: {{{DRIVER}: {{docker: {{images: [\"{image}\"]}}}}}}");
@@ -379,6 +381,7 @@ fn a_repository_creation_without_create_is_refused() {
         &[&grant],
         &[("GITHUB_API_URL", &api_url), ("GITHUB_TOKEN", TOKEN)],
     );
+    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
     assert_attempted(&home, DRIVER, "github.create-repository");
     assert_denied(
         &home,
@@ -410,6 +413,7 @@ fn a_host_off_the_http_allowlist_sees_no_request() {
     let options = format!("attack: http-off-list\ntarget: {authority}\n");
     let grant = driver_grant(&format!(",http:127.0.0.1:{}", allowed.port()));
     let finished = overreach(&home, &options, &[&grant], &[]);
+    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
     assert_attempted(&home, DRIVER, "http.request");
     assert_denied(
         &home,
@@ -547,6 +551,18 @@ fn push_back(home: &Home, url: &str, push_url: Option<&str>, grant: &str) -> Fin
     )
 }
 
+/// A push refused at `release` (after the agent, as the workspace is handed back)
+/// is the run's recorded error, though the agent's work itself succeeded.
+fn assert_delivery_refused(home: &Home, call: &str) {
+    let result = home.result();
+    assert!(
+        result["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("release failed") && e.contains(call)),
+        "{result}"
+    );
+}
+
 fn has_branch(bare: &Path, branch: &str) -> bool {
     Command::new("git")
         .arg("--git-dir")
@@ -581,6 +597,7 @@ fn a_push_without_push_is_refused() {
         "{}",
         finished.said
     );
+    assert_delivery_refused(&home, "git.push");
     assert_denied(
         &home,
         &finished,
@@ -613,6 +630,7 @@ fn a_push_or_clone_to_a_remote_off_the_list_reaches_nothing() {
         "{}",
         finished.said
     );
+    assert_delivery_refused(&home, "git.push");
     assert_denied(
         &home,
         &finished,
@@ -630,6 +648,7 @@ fn a_push_or_clone_to_a_remote_off_the_list_reaches_nothing() {
         "{}",
         finished.said
     );
+    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
     assert_denied(
         &home,
         &finished,
@@ -692,7 +711,10 @@ fn unbounded_recursion_is_stopped_by_the_stack_limit() {
     let finished = misbehave(&home, "recurse", "", "10m");
     assert_ne!(finished.code, 0);
     assert!(
-        finished.said.contains("hostile-driver") && finished.said.contains("stack"),
+        finished
+            .said
+            .contains("plugin hostile-driver trapped in run")
+            && finished.said.contains("call stack exhausted"),
         "{}",
         finished.said
     );
@@ -941,6 +963,7 @@ fn python_plugin_scope_attacks_are_refused() {
     let (_dir, marker) = host_folder();
     let options = format!("attack: unsealed-spawn\ntarget: {}\n", marker.display());
     let finished = python_attack(built, &home, &options, workspace.path(), "", "60s");
+    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
     assert_attempted(&home, PY, "process.spawn");
     assert_denied(
         &home,
@@ -957,6 +980,7 @@ fn python_plugin_scope_attacks_are_refused() {
     let options = format!("attack: program-off-list\ntarget: {}\n", marker.display());
     let extra = ",process:unsealed,process:program=/usr/bin/true";
     let finished = python_attack(built, &home, &options, workspace.path(), extra, "60s");
+    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
     assert_attempted(&home, PY, "process.spawn");
     assert_denied(
         &home,
@@ -974,6 +998,7 @@ fn python_plugin_scope_attacks_are_refused() {
     let authority = format!("127.0.0.1:{}", server.port());
     let options = format!("attack: http-off-list\ntarget: {authority}\n");
     let finished = python_attack(built, &home, &options, workspace.path(), "", "60s");
+    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
     assert_attempted(&home, PY, "http.request");
     assert_denied(
         &home,
@@ -996,6 +1021,7 @@ fn python_plugin_scope_attacks_are_refused() {
         "",
         "60s",
     );
+    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
     assert_attempted(&home, PY, "sandbox.read-file");
     assert_ne!(finished.code, 0, "{}", finished.said);
     assert!(!finished.said.contains("ESCAPED"), "{}", finished.said);
@@ -1011,6 +1037,7 @@ fn python_plugin_loop_and_memory_attacks_are_stopped() {
 
     let home = python_home(built);
     let finished = python_attack(built, &home, "attack: loop\n", workspace.path(), "", "10m");
+    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
     assert_ne!(finished.code, 0);
     assert!(
         finished.said.contains(PY) && finished.said.contains("without returning to the host"),
@@ -1027,6 +1054,7 @@ fn python_plugin_loop_and_memory_attacks_are_stopped() {
         "",
         "10m",
     );
+    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
     assert_ne!(finished.code, 0);
     assert!(!finished.said.contains("ESCAPED"), "{}", finished.said);
     assert!(
