@@ -126,10 +126,15 @@ fn beside_an_honest_run(home: &Home, mut hostile: Command) -> Finished {
         std::fs::read_to_string(&stderr_path).unwrap(),
         result_text(home)
     );
+    let error = serde_json::from_str::<Value>(&result_text(home))
+        .ok()
+        .and_then(|r| r["error"].as_str().map(str::to_string))
+        .unwrap_or_default();
     eprintln!(
-        "hostile run: exit {code}, peak RSS of its agentgate {} MiB (bound {} MiB)",
+        "hostile run: exit {code}, peak RSS of its agentgate {} MiB (bound {} MiB): {}",
         peak_rss >> 20,
-        HOST_MEMORY_BOUND >> 20
+        HOST_MEMORY_BOUND >> 20,
+        &error[..error.floor_char_boundary(400)]
     );
     assert!(
         peak_rss < HOST_MEMORY_BOUND,

@@ -504,3 +504,54 @@ impl DriverInstance {
         bounded_outcome(&plugin, outcome)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(summary: String) -> AgentOutcome {
+        AgentOutcome {
+            exit_code: 0,
+            success: true,
+            session_id: None,
+            turns: None,
+            usage: None,
+            summary: Some(summary),
+        }
+    }
+
+    #[test]
+    fn an_outcome_over_the_text_bound_is_refused_naming_the_field() {
+        let fits = "s".repeat(MAX_PLUGIN_TEXT_BYTES);
+        assert!(bounded_outcome("p", outcome(fits)).is_ok());
+        let error = bounded_outcome("p", outcome("s".repeat(MAX_PLUGIN_TEXT_BYTES + 1)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with(&format!(
+                "plugin p returned a summary of {} bytes from run",
+                MAX_PLUGIN_TEXT_BYTES + 1
+            )),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_long_error_message_is_cut_on_a_character_boundary() {
+        let long = "é".repeat(MAX_PLUGIN_TEXT_BYTES);
+        let error = reported::<()>("p", "run", Err(Error::Failed(long))).unwrap_err();
+        let PluginError::Reported {
+            error: Error::Failed(message),
+            ..
+        } = error
+        else {
+            panic!("{error}");
+        };
+        assert!(
+            message.len() < MAX_PLUGIN_TEXT_BYTES + 40,
+            "{}",
+            message.len()
+        );
+        assert!(message.ends_with(&format!("…[{} bytes cut]", MAX_PLUGIN_TEXT_BYTES)));
+    }
+}
