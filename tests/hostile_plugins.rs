@@ -281,49 +281,154 @@ fn host_folder() -> (tempfile::TempDir, PathBuf) {
     (dir, marker)
 }
 
-// ---- scope attacks, Rust -------------------------------------------------------
+// ---- scope attacks both languages play ------------------------------------------
 
-#[test]
-fn an_unsealed_spawn_without_unsealed_is_refused() {
-    let home = Home::new();
+/// A hostile driver that plays the attacks of both languages: its name, and how to run
+/// it with `options` on `workspace`, granted `extra` grant items on top of its
+/// narrowest scopes, beside an honest run.
+struct Attacker<'a> {
+    plugin: &'static str,
+    #[allow(clippy::type_complexity)]
+    run: Box<dyn Fn(&str, &Path, &str) -> (Home, Finished) + 'a>,
+}
+
+impl Attacker<'_> {
+    /// Runs the attack in `options` on a workspace of its own; checks that the run
+    /// failed and that the plugin made `call`.
+    fn attack(&self, options: &str, extra: &str, call: &str) -> (Home, Finished) {
+        let workspace = tempfile::tempdir().unwrap();
+        self.attack_on(options, workspace.path(), extra, call)
+    }
+
+    fn attack_on(
+        &self,
+        options: &str,
+        workspace: &Path,
+        extra: &str,
+        call: &str,
+    ) -> (Home, Finished) {
+        let (home, finished) = (self.run)(options, workspace, extra);
+        assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
+        assert_attempted(&home, self.plugin, call);
+        (home, finished)
+    }
+}
+
+fn rust_attacker() -> Attacker<'static> {
+    Attacker {
+        plugin: DRIVER,
+        run: Box::new(|options, workspace, extra| {
+            let home = Home::new();
+            let spec = driver_spec("overreach", options, workspace, "60s");
+            let grant = driver_grant(extra);
+            let command = run_command(&home, &spec, &fixture_plugins(), &[&grant], &[]);
+            let finished = beside_an_honest_run(&home, command);
+            (home, finished)
+        }),
+    }
+}
+
+/// `process.spawn` unsealed, without `unsealed`: a marker the process would write on
+/// the host is absent.
+fn play_unsealed_spawn(attacker: &Attacker) {
+    let plugin = attacker.plugin;
     let (_dir, marker) = host_folder();
     let options = format!("attack: unsealed-spawn\ntarget: {}\n", marker.display());
-    let finished = overreach(&home, &options, &[&driver_grant("")], &[]);
-    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
-    assert_attempted(&home, DRIVER, "process.spawn");
+    let (home, finished) = attacker.attack(&options, "", "process.spawn");
     assert_denied(
         &home,
         &finished,
-        DRIVER,
+        plugin,
         "process.spawn",
         "/bin/sh",
-        &format!("plugins: {{{DRIVER}: {{process: {{unsealed: true}}}}}}"),
+        &format!("plugins: {{{plugin}: {{process: {{unsealed: true}}}}}}"),
     );
     assert!(!marker.exists(), "the unsealed process ran on the host");
 }
 
-#[test]
-fn a_program_off_the_list_is_refused() {
-    let home = Home::new();
+/// `process.spawn` of `/bin/touch` with `unsealed` but `programs: [/usr/bin/true]`.
+fn play_program_off_list(attacker: &Attacker) {
+    let plugin = attacker.plugin;
     let (_dir, marker) = host_folder();
     let options = format!("attack: program-off-list\ntarget: {}\n", marker.display());
-    let grant = driver_grant(",process:unsealed,process:program=/usr/bin/true");
-    let finished = overreach(&home, &options, &[&grant], &[]);
-    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
-    assert_attempted(&home, DRIVER, "process.spawn");
+    let extra = ",process:unsealed,process:program=/usr/bin/true";
+    let (home, finished) = attacker.attack(&options, extra, "process.spawn");
     let denied = assert_denied(
         &home,
         &finished,
-        DRIVER,
+        plugin,
         "process.spawn",
-        "touch",
+        "/bin/touch",
         &format!(
-            "plugins: {{{DRIVER}: {{process: {{unsealed: true, programs: [\"/bin/touch\"]}}}}}}"
+            "plugins: {{{plugin}: {{process: {{unsealed: true, programs: [\"/bin/touch\"]}}}}}}"
         ),
     );
     assert!(finished.said.contains("/usr/bin/true"), "{}", finished.said);
     assert_eq!(denied.len(), 1);
     assert!(!marker.exists(), "the program off the list ran on the host");
+}
+
+/// An HTTP request to a local server off the allowlist (another is on it): the server
+/// sees nothing.
+fn play_http_off_list(attacker: &Attacker) {
+    let plugin = attacker.plugin;
+    let server = untouchable_server();
+    let allowed = untouchable_server();
+    let authority = format!("127.0.0.1:{}", server.port());
+    let options = format!("attack: http-off-list\ntarget: {authority}\n");
+    let extra = format!(",http:127.0.0.1:{}", allowed.port());
+    let (home, finished) = attacker.attack(&options, &extra, "http.request");
+    assert_denied(
+        &home,
+        &finished,
+        plugin,
+        "http.request",
+        &authority,
+        &format!("plugins: {{{plugin}: {{http: {{hosts: [\"{authority}\"]}}}}}}"),
+    );
+    assert!(server.requests().is_empty(), "the server was reached");
+    assert!(allowed.requests().is_empty());
+}
+
+/// `sandbox.read-file` and `write-file` on host paths: absolute, `..`, through a
+/// symlink in the workspace.
+fn play_sandbox_paths(attacker: &Attacker) {
+    let trap = PathTrap::new();
+    let (home, finished) = attacker.attack_on(
+        &trap.options(),
+        trap.workspace.path(),
+        "",
+        "sandbox.write-file",
+    );
+    assert!(!finished.said.contains("ESCAPED"), "{}", finished.said);
+    assert!(
+        finished.said.contains(attacker.plugin) && finished.said.contains("/etc/shadow"),
+        "{}",
+        finished.said
+    );
+    trap.assert_untouched(&home, attacker.plugin, &finished.said);
+}
+
+// ---- scope attacks, Rust -------------------------------------------------------
+
+#[test]
+fn an_unsealed_spawn_without_unsealed_is_refused() {
+    play_unsealed_spawn(&rust_attacker());
+}
+
+#[test]
+fn a_program_off_the_list_is_refused() {
+    play_program_off_list(&rust_attacker());
+}
+
+#[test]
+fn a_host_off_the_http_allowlist_sees_no_request() {
+    play_http_off_list(&rust_attacker());
+}
+
+#[test]
+fn host_paths_through_sandbox_file_calls_are_refused() {
+    play_sandbox_paths(&rust_attacker());
 }
 
 #[test]
@@ -409,29 +514,6 @@ fn untouchable_server() -> support::http::Server {
     support::http::Server::start(|_| support::http::full(200, "text/plain", "reached"))
 }
 
-#[test]
-fn a_host_off_the_http_allowlist_sees_no_request() {
-    let server = untouchable_server();
-    let allowed = untouchable_server();
-    let home = Home::new();
-    let authority = format!("127.0.0.1:{}", server.port());
-    let options = format!("attack: http-off-list\ntarget: {authority}\n");
-    let grant = driver_grant(&format!(",http:127.0.0.1:{}", allowed.port()));
-    let finished = overreach(&home, &options, &[&grant], &[]);
-    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
-    assert_attempted(&home, DRIVER, "http.request");
-    assert_denied(
-        &home,
-        &finished,
-        DRIVER,
-        "http.request",
-        &authority,
-        &format!("plugins: {{{DRIVER}: {{http: {{hosts: [\"{authority}\"]}}}}}}"),
-    );
-    assert!(server.requests().is_empty(), "the server was reached");
-    assert!(allowed.requests().is_empty());
-}
-
 /// A workspace holding `escape`, a symlink to a host folder with a secret, the way an
 /// agent would leave one for a driver to follow; and the paths a hostile driver tries.
 struct PathTrap {
@@ -464,8 +546,8 @@ impl PathTrap {
         ]
     }
 
-    fn options(&self, attack_key: &str) -> String {
-        let mut options = format!("{attack_key}: sandbox-paths\npaths:\n");
+    fn options(&self) -> String {
+        let mut options = String::from("attack: sandbox-paths\npaths:\n");
         for path in self.paths() {
             options.push_str(&format!("  - {path:?}\n"));
         }
@@ -505,32 +587,6 @@ impl PathTrap {
     }
 }
 
-#[test]
-fn host_paths_through_sandbox_file_calls_are_refused() {
-    let trap = PathTrap::new();
-    let home = Home::new();
-    let spec = driver_spec(
-        "overreach",
-        &trap.options("attack"),
-        trap.workspace.path(),
-        "60s",
-    );
-    let finished = beside_an_honest_run(
-        &home,
-        run_command(&home, &spec, &fixture_plugins(), &[&driver_grant("")], &[]),
-    );
-    assert_attempted(&home, DRIVER, "sandbox.read-file");
-    assert_attempted(&home, DRIVER, "sandbox.write-file");
-    assert_ne!(finished.code, 0, "{}", finished.said);
-    assert!(!finished.said.contains("ESCAPED"), "{}", finished.said);
-    assert!(
-        finished.said.contains(DRIVER) && finished.said.contains("/etc/shadow"),
-        "{}",
-        finished.said
-    );
-    trap.assert_untouched(&home, DRIVER, &finished.said);
-}
-
 // ---- scope attacks through git, Rust (`pushing-workspace`) --------------------------
 
 /// Runs `pushing-workspace`, cloning `url` and pushing `agent/work` to `push_url`,
@@ -556,15 +612,29 @@ fn push_back(home: &Home, url: &str, push_url: Option<&str>, grant: &str) -> Fin
     )
 }
 
-/// A push refused at `release` (after the agent, as the workspace is handed back)
-/// is the run's recorded error, though the agent's work itself succeeded.
-fn assert_delivery_refused(home: &Home, call: &str) {
+/// The agent ran (the clone went through), then the push to `remote` at `release` (as
+/// the workspace is handed back) was refused: the run's recorded error, though the
+/// agent's work itself succeeded, and a `denied` event.
+fn assert_push_refused(home: &Home, finished: &Finished, remote: &str, allow: &str) {
+    assert!(
+        home.log("stdout.log").contains("AGENT-RAN"),
+        "{}",
+        finished.said
+    );
     let result = home.result();
     assert!(
         result["error"]
             .as_str()
-            .is_some_and(|e| e.contains("release failed") && e.contains(call)),
+            .is_some_and(|e| e.contains("release failed") && e.contains("git.push")),
         "{result}"
+    );
+    assert_denied(
+        home,
+        finished,
+        "pushing-workspace",
+        "git.push",
+        remote,
+        allow,
     );
 }
 
@@ -596,18 +666,9 @@ fn a_push_without_push_is_refused() {
     let home = Home::new();
     let grant = format!("pushing-workspace=events,git:remote={url}");
     let finished = push_back(&home, &url, None, &grant);
-    // The plugin's clone went through, so its push was really made.
-    assert!(
-        home.log("stdout.log").contains("AGENT-RAN"),
-        "{}",
-        finished.said
-    );
-    assert_delivery_refused(&home, "git.push");
-    assert_denied(
+    assert_push_refused(
         &home,
         &finished,
-        "pushing-workspace",
-        "git.push",
         &url,
         "plugins: {pushing-workspace: {git: {push: true}}}",
     );
@@ -630,20 +691,9 @@ fn a_push_or_clone_to_a_remote_off_the_list_reaches_nothing() {
     let home = Home::new();
     let grant = format!("pushing-workspace=events,git:remote={url},git:push");
     let finished = push_back(&home, &url, Some(&attacker_url), &grant);
-    assert!(
-        home.log("stdout.log").contains("AGENT-RAN"),
-        "{}",
-        finished.said
-    );
-    assert_delivery_refused(&home, "git.push");
-    assert_denied(
-        &home,
-        &finished,
-        "pushing-workspace",
-        "git.push",
-        &attacker_url,
-        &format!("plugins: {{pushing-workspace: {{git: {{remotes: [\"{attacker_url}\"]}}}}}}"),
-    );
+    let allow =
+        format!("plugins: {{pushing-workspace: {{git: {{remotes: [\"{attacker_url}\"]}}}}}}");
+    assert_push_refused(&home, &finished, &attacker_url, &allow);
 
     // A clone from a remote off the list.
     let home = Home::new();
@@ -660,7 +710,7 @@ fn a_push_or_clone_to_a_remote_off_the_list_reaches_nothing() {
         "pushing-workspace",
         "git.clone",
         &attacker_url,
-        &format!("plugins: {{pushing-workspace: {{git: {{remotes: [\"{attacker_url}\"]}}}}}}"),
+        &allow,
     );
     assert_eq!(
         attacker.seen(),
@@ -956,81 +1006,43 @@ fn python_attack(
     beside_an_honest_run(home, run_command(home, &spec, &built.dir, &[&grant], &[]))
 }
 
+fn python_attacker(built: &PythonBuilt) -> Attacker<'_> {
+    Attacker {
+        plugin: PY,
+        run: Box::new(move |options, workspace, extra| {
+            let home = python_home(built);
+            let finished = python_attack(built, &home, options, workspace, extra, "60s");
+            (home, finished)
+        }),
+    }
+}
+
 #[test]
-fn python_plugin_scope_attacks_are_refused() {
-    let Some(built) = python_built() else {
-        return;
-    };
-    let workspace = tempfile::tempdir().unwrap();
+fn python_plugin_unsealed_spawn_is_refused() {
+    if let Some(built) = python_built() {
+        play_unsealed_spawn(&python_attacker(built));
+    }
+}
 
-    // An unsealed spawn, `unsealed` not granted.
-    let home = python_home(built);
-    let (_dir, marker) = host_folder();
-    let options = format!("attack: unsealed-spawn\ntarget: {}\n", marker.display());
-    let finished = python_attack(built, &home, &options, workspace.path(), "", "60s");
-    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
-    assert_attempted(&home, PY, "process.spawn");
-    assert_denied(
-        &home,
-        &finished,
-        PY,
-        "process.spawn",
-        "/bin/sh",
-        &format!("plugins: {{{PY}: {{process: {{unsealed: true}}}}}}"),
-    );
-    assert!(!marker.exists());
+#[test]
+fn python_plugin_program_off_the_list_is_refused() {
+    if let Some(built) = python_built() {
+        play_program_off_list(&python_attacker(built));
+    }
+}
 
-    // A program off `process.programs`.
-    let home = python_home(built);
-    let options = format!("attack: program-off-list\ntarget: {}\n", marker.display());
-    let extra = ",process:unsealed,process:program=/usr/bin/true";
-    let finished = python_attack(built, &home, &options, workspace.path(), extra, "60s");
-    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
-    assert_attempted(&home, PY, "process.spawn");
-    assert_denied(
-        &home,
-        &finished,
-        PY,
-        "process.spawn",
-        "touch",
-        &format!("plugins: {{{PY}: {{process: {{unsealed: true, programs: [\"/bin/touch\"]}}}}}}"),
-    );
-    assert!(!marker.exists());
+#[test]
+fn python_plugin_host_off_the_http_allowlist_sees_no_request() {
+    if let Some(built) = python_built() {
+        play_http_off_list(&python_attacker(built));
+    }
+}
 
-    // A host off the http allowlist.
-    let server = untouchable_server();
-    let home = python_home(built);
-    let authority = format!("127.0.0.1:{}", server.port());
-    let options = format!("attack: http-off-list\ntarget: {authority}\n");
-    let finished = python_attack(built, &home, &options, workspace.path(), "", "60s");
-    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
-    assert_attempted(&home, PY, "http.request");
-    assert_denied(
-        &home,
-        &finished,
-        PY,
-        "http.request",
-        &authority,
-        &format!("plugins: {{{PY}: {{http: {{hosts: [\"{authority}\"]}}}}}}"),
-    );
-    assert!(server.requests().is_empty(), "the server was reached");
-
-    // Host paths through the sandbox file calls.
-    let trap = PathTrap::new();
-    let home = python_home(built);
-    let finished = python_attack(
-        built,
-        &home,
-        &trap.options("attack"),
-        trap.workspace.path(),
-        "",
-        "60s",
-    );
-    assert_ne!(finished.code, 0, "the run succeeded: {}", finished.said);
-    assert_attempted(&home, PY, "sandbox.read-file");
-    assert_ne!(finished.code, 0, "{}", finished.said);
-    assert!(!finished.said.contains("ESCAPED"), "{}", finished.said);
-    trap.assert_untouched(&home, PY, &finished.said);
+#[test]
+fn python_plugin_host_paths_through_sandbox_file_calls_are_refused() {
+    if let Some(built) = python_built() {
+        play_sandbox_paths(&python_attacker(built));
+    }
 }
 
 #[test]
