@@ -754,7 +754,9 @@ fn growing_to_4_gib_is_stopped_by_the_memory_cap() {
         finished.said
     );
     assert!(
-        finished.said.contains("hostile-driver") && finished.said.contains("memory"),
+        finished
+            .said
+            .contains("plugin hostile-driver trapped in run: memory limit reached"),
         "{}",
         finished.said
     );
@@ -1075,7 +1077,9 @@ fn python_plugin_loop_and_memory_attacks_are_stopped() {
     assert_ne!(finished.code, 0);
     assert!(!finished.said.contains("ESCAPED"), "{}", finished.said);
     assert!(
-        finished.said.contains(PY) && finished.said.contains("memory"),
+        finished
+            .said
+            .contains(&format!("plugin {PY} trapped in run: memory limit reached")),
         "{}",
         finished.said
     );

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
-use wasmtime::StoreLimits;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -42,7 +41,7 @@ pub struct PluginState {
     http: WasiHttpCtx,
     http_policy: HttpPolicy,
     pub(crate) table: ResourceTable,
-    pub(crate) limits: StoreLimits,
+    pub(crate) limits: super::limits::StoreLimiter,
     /// The plugin's name, for messages and events.
     pub(crate) plugin: Arc<str>,
     /// How far each capability reaches for this plugin (see `runtime::scopes`).
