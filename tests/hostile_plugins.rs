@@ -834,6 +834,35 @@ fn a_giant_outcome_is_refused_without_blowing_host_memory() {
 }
 
 #[test]
+fn a_giant_error_message_is_cut() {
+    let home = Home::new();
+    let finished = misbehave(&home, "giant-error", "giantMiB: 8\n", "10m");
+    assert_ne!(finished.code, 0);
+    assert!(
+        finished
+            .said
+            .contains("plugin hostile-driver: run failed: GGGG")
+            && finished
+                .said
+                .contains(&format!("…[{} bytes cut]", (8 << 20) - (64 << 10))),
+        "{}",
+        tail(&finished.said)
+    );
+    let result_size = std::fs::metadata(home.run_folder().join("result.json"))
+        .unwrap()
+        .len();
+    let stderr_size = std::fs::metadata(home.dir.path().join("agentgate.stderr"))
+        .unwrap()
+        .len();
+    eprintln!(
+        "8 MiB error: result.json {result_size} bytes, stderr {stderr_size} bytes, peak RSS {} MiB",
+        finished.peak_rss >> 20
+    );
+    assert!(result_size < 1 << 20, "result.json is {result_size} bytes");
+    assert!(stderr_size < 1 << 20, "stderr is {stderr_size} bytes");
+}
+
+#[test]
 fn an_event_flood_is_bounded_and_stopped_by_the_run_timeout() {
     let home = Home::new();
     let workspace = tempfile::tempdir().unwrap();

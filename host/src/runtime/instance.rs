@@ -51,7 +51,7 @@ pub enum PluginError {
         call: &'static str,
         limit: Duration,
     },
-    #[error("plugin {plugin} returned a {field} of {bytes} bytes from {call}; the host keeps at most {MAX_PLUGIN_TEXT_BYTES} bytes there, so the result was refused")]
+    #[error("plugin {plugin} returned a {field} of {bytes} bytes from {call}; the host keeps at most {MAX_OUTCOME_TEXT_BYTES} bytes there, so the result was refused")]
     Oversized {
         plugin: String,
         call: &'static str,
@@ -60,10 +60,14 @@ pub enum PluginError {
     },
 }
 
-/// Longest text a plugin may hand the host in one field of a result or in an error
-/// message. Such text ends up in result.json and on the terminal; a plugin may hold up
-/// to its memory cap, which is not a size for either.
-pub const MAX_PLUGIN_TEXT_BYTES: usize = 64 << 10;
+/// Longest text a plugin may hand the host in one field of an agent outcome (its
+/// summary: an agent's last words, generous). It ends up in result.json; a plugin may
+/// hold up to its memory cap, which is not a size for it.
+pub const MAX_OUTCOME_TEXT_BYTES: usize = 1 << 20;
+
+/// Longest error message of a plugin the host keeps (cut beyond): it is shown on the
+/// terminal and kept in result.json.
+pub const MAX_ERROR_TEXT_BYTES: usize = 64 << 10;
 
 impl PluginError {
     /// The plugin reported that the TaskSpec is wrong.
@@ -153,10 +157,10 @@ fn reported<T>(
     })
 }
 
-/// Cuts a plugin's error message to [`MAX_PLUGIN_TEXT_BYTES`], on a character boundary.
+/// Cuts a plugin's error message to [`MAX_ERROR_TEXT_BYTES`], on a character boundary.
 fn cut_text(text: &mut String) {
-    if text.len() > MAX_PLUGIN_TEXT_BYTES {
-        let cut = text.floor_char_boundary(MAX_PLUGIN_TEXT_BYTES);
+    if text.len() > MAX_ERROR_TEXT_BYTES {
+        let cut = text.floor_char_boundary(MAX_ERROR_TEXT_BYTES);
         let dropped = text.len() - cut;
         text.truncate(cut);
         text.shrink_to_fit();
@@ -171,7 +175,7 @@ fn bounded_outcome(plugin: &str, outcome: AgentOutcome) -> Result<AgentOutcome, 
         ("session id", &outcome.session_id),
     ] {
         let bytes = text.as_ref().map_or(0, String::len);
-        if bytes > MAX_PLUGIN_TEXT_BYTES {
+        if bytes > MAX_OUTCOME_TEXT_BYTES {
             return Err(PluginError::Oversized {
                 plugin: plugin.to_string(),
                 call: "run",
@@ -522,15 +526,15 @@ mod tests {
 
     #[test]
     fn an_outcome_over_the_text_bound_is_refused_naming_the_field() {
-        let fits = "s".repeat(MAX_PLUGIN_TEXT_BYTES);
+        let fits = "s".repeat(MAX_OUTCOME_TEXT_BYTES);
         assert!(bounded_outcome("p", outcome(fits)).is_ok());
-        let error = bounded_outcome("p", outcome("s".repeat(MAX_PLUGIN_TEXT_BYTES + 1)))
+        let error = bounded_outcome("p", outcome("s".repeat(MAX_OUTCOME_TEXT_BYTES + 1)))
             .unwrap_err()
             .to_string();
         assert!(
             error.starts_with(&format!(
                 "plugin p returned a summary of {} bytes from run",
-                MAX_PLUGIN_TEXT_BYTES + 1
+                MAX_OUTCOME_TEXT_BYTES + 1
             )),
             "{error}"
         );
@@ -538,7 +542,7 @@ mod tests {
 
     #[test]
     fn a_long_error_message_is_cut_on_a_character_boundary() {
-        let long = "é".repeat(MAX_PLUGIN_TEXT_BYTES);
+        let long = "é".repeat(MAX_ERROR_TEXT_BYTES);
         let error = reported::<()>("p", "run", Err(Error::Failed(long))).unwrap_err();
         let PluginError::Reported {
             error: Error::Failed(message),
@@ -548,10 +552,10 @@ mod tests {
             panic!("{error}");
         };
         assert!(
-            message.len() < MAX_PLUGIN_TEXT_BYTES + 40,
+            message.len() < MAX_ERROR_TEXT_BYTES + 40,
             "{}",
             message.len()
         );
-        assert!(message.ends_with(&format!("…[{} bytes cut]", MAX_PLUGIN_TEXT_BYTES)));
+        assert!(message.ends_with(&format!("…[{} bytes cut]", MAX_ERROR_TEXT_BYTES)));
     }
 }
