@@ -735,7 +735,7 @@ async fn the_sdk_driver_reaches_only_the_host_of_its_base_url() {
         "the request left the host"
     );
     assert!(
-        ran.events.contains("allowed: 127.0.0.1:1"),
+        ran.events.contains("http.hosts: 127.0.0.1:1"),
         "{}",
         ran.events
     );
