@@ -164,7 +164,9 @@ fn beside_an_honest_run(home: &Home, mut hostile: Command) -> Finished {
     }
 }
 
-/// Waits for `child` with `wait4`: its exit code and its peak RSS in bytes.
+/// Waits for `child` with `wait4`: its exit code and its peak RSS in bytes. Linux
+/// folds the forked copy of this test process (before `exec`) into that peak, so the
+/// figure can only overstate what `agentgate` used.
 fn wait_measured(child: std::process::Child) -> (i32, u64) {
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
