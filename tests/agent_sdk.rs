@@ -157,22 +157,27 @@ async fn a_host_outside_the_allowlist_is_denied_naming_the_host() {
         error.contains(&address),
         "the denial names the host: {error}"
     );
-    // The host's own record says which host, what is allowed, and how to allow it.
+    // The host's own record (a `denied` event) says which host, what is allowed, and
+    // how to allow it.
     let line = ran
         .events
         .lines()
-        .find(|l| l.contains("http request to"))
+        .find(|l| l.contains("\"type\":\"denied\""))
         .unwrap_or_else(|| panic!("no denial event in {}", ran.events));
     assert!(
-        line.contains(&format!("http request to {address} denied")),
+        line.contains(&format!(
+            "http.request by plugin http-driver: host \\\"{address}\\\""
+        )),
         "{line}"
     );
     assert!(
-        line.contains("allowed: api.example.com, 127.0.0.1:1"),
+        line.contains("http.hosts: api.example.com, 127.0.0.1:1"),
         "{line}"
     );
     assert!(
-        line.contains(&format!("--grant http-driver=http:{address}")),
+        line.contains(&format!(
+            "plugins: {{http-driver: {{http: {{hosts: [\\\"{address}\\\"]}}}}}}"
+        )),
         "{line}"
     );
     std::thread::sleep(Duration::from_millis(200));
@@ -731,7 +736,7 @@ async fn the_sdk_driver_reaches_only_the_host_of_its_base_url() {
         "the request left the host"
     );
     assert!(
-        ran.events.contains("allowed: 127.0.0.1:1"),
+        ran.events.contains("http.hosts: 127.0.0.1:1"),
         "{}",
         ran.events
     );

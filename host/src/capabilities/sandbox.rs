@@ -107,6 +107,7 @@ impl WorkspaceFiles {
     }
 
     pub fn read_file(&self, path: &str) -> Result<Vec<u8>, Error> {
+        inside(path)?;
         let file = self.root.open(path).map_err(|e| io_error(path, e))?;
         let size = file.metadata().map_err(|e| io_error(path, e))?.len();
         if size > MAX_READ_BYTES {
@@ -119,19 +120,30 @@ impl WorkspaceFiles {
 
     pub fn write_file(&self, path: &str, contents: &[u8]) -> Result<(), Error> {
         self.ensure_writable()?;
-        if let Some(parent) = std::path::Path::new(path)
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-        {
-            self.root
-                .create_dir_all(parent)
-                .map_err(|e| io_error(path, e))?;
+        inside(path)?;
+        // Folders are made only when the file cannot be created without them, so a
+        // parent that leads out (a symlink) is refused by `create`, not mistaken for
+        // an existing folder.
+        let mut file = match self.root.create(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(parent) = std::path::Path::new(path)
+                    .parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                {
+                    self.root
+                        .create_dir_all(parent)
+                        .map_err(|e| io_error(path, e))?;
+                }
+                self.root.create(path)
+            }
+            created => created,
         }
-        let mut file = self.root.create(path).map_err(|e| io_error(path, e))?;
+        .map_err(|e| io_error(path, e))?;
         file.write_all(contents).map_err(|e| io_error(path, e))
     }
 
     pub fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, Error> {
+        inside(path)?;
         let path = if path.is_empty() { "." } else { path };
         let mut entries = Vec::new();
         for entry in self.root.read_dir(path).map_err(|e| io_error(path, e))? {
@@ -149,8 +161,30 @@ impl WorkspaceFiles {
 
     pub fn remove_file(&self, path: &str) -> Result<(), Error> {
         self.ensure_writable()?;
+        inside(path)?;
         self.root.remove_file(path).map_err(|e| io_error(path, e))
     }
+}
+
+/// Refuses a path that leads out of the workspace as written (absolute, or more `..`
+/// than folders before them), whether or not what it names exists. Symlinks are
+/// `cap_std`'s to refuse as they are met.
+fn inside(path: &str) -> Result<(), Error> {
+    use std::path::Component;
+    let mut depth = 0usize;
+    for component in std::path::Path::new(path).components() {
+        depth = match component {
+            Component::Normal(_) => depth + 1,
+            Component::CurDir => depth,
+            Component::ParentDir if depth > 0 => depth - 1,
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                return Err(Error::Denied(format!(
+                    "{path}: leads outside the workspace"
+                )))
+            }
+        };
+    }
+    Ok(())
 }
 
 fn io_error(path: &str, error: std::io::Error) -> Error {
@@ -166,6 +200,35 @@ impl PluginState {
         self.run.broker().cloned().ok_or_else(|| {
             wasmtime::Error::msg("the sandbox interface is only available while an agent runs")
         })
+    }
+}
+
+impl PluginState {
+    /// Passes on the result of a file `call` on `path`, recording a refusal (a path
+    /// leading out of the workspace, a write to a read-only one) as a `denied` event of
+    /// the run. No grant widens the workspace, so the event names no line to add.
+    fn file_call<T>(
+        &self,
+        call: &'static str,
+        path: &str,
+        result: Result<T, Error>,
+    ) -> Result<T, Error> {
+        if let Err(Error::Denied(reason)) = &result {
+            self.run.events.emit(
+                &self.plugin,
+                crate::record::EventBody::Denied {
+                    capability: "sandbox",
+                    call,
+                    argument: format!("path {path:?}"),
+                    allow: String::new(),
+                    message: format!(
+                        "{call} by plugin {}: {reason}; file calls stay inside the workspace",
+                        self.plugin
+                    ),
+                },
+            );
+        }
+        result
     }
 }
 
@@ -186,7 +249,8 @@ impl Host for PluginState {
     }
 
     async fn read_file(&mut self, path: String) -> wasmtime::Result<Result<Vec<u8>, Error>> {
-        Ok(self.broker()?.files.read_file(&path))
+        let read = self.broker()?.files.read_file(&path);
+        Ok(self.file_call("sandbox.read-file", &path, read))
     }
 
     async fn write_file(
@@ -194,15 +258,18 @@ impl Host for PluginState {
         path: String,
         contents: Vec<u8>,
     ) -> wasmtime::Result<Result<(), Error>> {
-        Ok(self.broker()?.files.write_file(&path, &contents))
+        let written = self.broker()?.files.write_file(&path, &contents);
+        Ok(self.file_call("sandbox.write-file", &path, written))
     }
 
     async fn list_dir(&mut self, path: String) -> wasmtime::Result<Result<Vec<DirEntry>, Error>> {
-        Ok(self.broker()?.files.list_dir(&path))
+        let listed = self.broker()?.files.list_dir(&path);
+        Ok(self.file_call("sandbox.list-dir", &path, listed))
     }
 
     async fn remove_file(&mut self, path: String) -> wasmtime::Result<Result<(), Error>> {
-        Ok(self.broker()?.files.remove_file(&path))
+        let removed = self.broker()?.files.remove_file(&path);
+        Ok(self.file_call("sandbox.remove-file", &path, removed))
     }
 }
 
@@ -236,9 +303,17 @@ mod tests {
             "/etc/passwd",
             "src/../../secret.txt",
         ] {
-            assert!(files.read_file(escape).is_err(), "{escape} was readable");
+            assert!(
+                matches!(files.read_file(escape), Err(Error::Denied(_))),
+                "{escape} was not refused"
+            );
         }
-        assert!(files.write_file("../planted.txt", b"x").is_err());
+        for escape in ["../planted.txt", "nothing/../../planted.txt", "link"] {
+            assert!(
+                matches!(files.write_file(escape, b"x"), Err(Error::Denied(_))),
+                "{escape} was not refused"
+            );
+        }
         assert!(!outside.path().join("planted.txt").exists());
 
         let readonly = WorkspaceFiles::open(&root, true).unwrap();

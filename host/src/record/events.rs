@@ -21,6 +21,9 @@ use super::redact::Redactor;
 const MAX_FIELD_BYTES: usize = 16 * 1024;
 /// Events one source may report in one run.
 const MAX_EVENTS_PER_SOURCE: u64 = 200_000;
+/// Bytes of events (as written to `events.ndjson`) one source may report in one run:
+/// without it, a flood of maximal fields fills 200 000 × 16 KiB = 3.2 GB of disk.
+const MAX_EVENT_BYTES_PER_SOURCE: u64 = 64 << 20;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -94,7 +97,8 @@ pub enum EventBody {
         call: &'static str,
         /// The argument outside the scope.
         argument: String,
-        /// The grants.yaml line that would allow the call.
+        /// The grants.yaml line that would allow the call; empty when no grant can
+        /// (a path out of the workspace).
         allow: String,
         message: String,
     },
@@ -188,10 +192,12 @@ pub struct EventSink {
     run_id: String,
     /// Events one source may report in this run.
     budget: u64,
+    /// Bytes of events one source may report in this run.
+    byte_budget: u64,
     redactor: Arc<Redactor>,
     file: Mutex<Option<BufWriter<File>>>,
     observer: Option<Observer>,
-    counts: Mutex<HashMap<String, u64>>,
+    counts: Mutex<HashMap<String, Spent>>,
 }
 
 impl EventSink {
@@ -206,6 +212,7 @@ impl EventSink {
         Ok(EventSink {
             run_id: run_id.to_string(),
             budget: MAX_EVENTS_PER_SOURCE,
+            byte_budget: MAX_EVENT_BYTES_PER_SOURCE,
             redactor,
             file: Mutex::new(Some(BufWriter::new(file))),
             observer,
@@ -218,6 +225,7 @@ impl EventSink {
         EventSink {
             run_id: String::new(),
             budget: MAX_EVENTS_PER_SOURCE,
+            byte_budget: MAX_EVENT_BYTES_PER_SOURCE,
             redactor: Arc::default(),
             file: Mutex::new(None),
             observer: None,
@@ -226,7 +234,7 @@ impl EventSink {
     }
 
     pub fn emit(&self, source: &str, body: EventBody) {
-        if !self.within_budget(source) {
+        if self.exhausted(source) {
             return;
         }
         let event = RunEvent {
@@ -235,10 +243,13 @@ impl EventSink {
             source: source.to_string(),
             body: body.map_strings(|s| bounded(self.redactor.apply(s))),
         };
-        if let Some(file) = self.file.lock().unwrap().as_mut() {
-            if let Ok(line) = serde_json::to_string(&event) {
-                let _ = writeln!(file, "{line}").and_then(|_| file.flush());
-            }
+        let line = serde_json::to_string(&event).ok();
+        let bytes = line.as_ref().map_or(0, |l| l.len() as u64 + 1);
+        if !self.within_budget(source, bytes) {
+            return;
+        }
+        if let (Some(file), Some(line)) = (self.file.lock().unwrap().as_mut(), line) {
+            let _ = writeln!(file, "{line}").and_then(|_| file.flush());
         }
         if let Some(observer) = &self.observer {
             observer(&event);
@@ -266,26 +277,51 @@ impl EventSink {
         );
     }
 
-    fn within_budget(&self, source: &str) -> bool {
+    /// Whether `source` was already cut off (checked before masking the next event).
+    fn exhausted(&self, source: &str) -> bool {
+        self.counts
+            .lock()
+            .unwrap()
+            .get(source)
+            .is_some_and(|spent| spent.cut_off)
+    }
+
+    /// Counts one event of `bytes` against `source`'s budget; the first event over it
+    /// cuts the source off with one warning.
+    fn within_budget(&self, source: &str, bytes: u64) -> bool {
         let mut counts = self.counts.lock().unwrap();
-        let count = counts.entry(source.to_string()).or_default();
-        *count += 1;
-        if *count == self.budget + 1 {
-            drop(counts);
-            self.emit(
-                "host",
-                EventBody::Log {
-                    level: "warn",
-                    message: format!(
-                        "{source} exceeded {} events; further events from it are dropped",
-                        self.budget
-                    ),
-                },
-            );
+        let spent = counts.entry(source.to_string()).or_default();
+        if spent.cut_off {
             return false;
         }
-        *count <= self.budget
+        spent.events += 1;
+        spent.bytes += bytes;
+        if spent.events <= self.budget && spent.bytes <= self.byte_budget {
+            return true;
+        }
+        spent.cut_off = true;
+        drop(counts);
+        self.emit(
+            "host",
+            EventBody::Log {
+                level: "warn",
+                message: format!(
+                    "{source} exceeded {} events or {} MiB of events; further events from it are dropped",
+                    self.budget,
+                    self.byte_budget >> 20
+                ),
+            },
+        );
+        false
     }
+}
+
+/// What one source has reported so far.
+#[derive(Debug, Default)]
+struct Spent {
+    events: u64,
+    bytes: u64,
+    cut_off: bool,
 }
 
 /// Cuts `s` to at most [`MAX_FIELD_BYTES`], on a character boundary.
@@ -305,6 +341,30 @@ fn bounded(mut s: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_source_over_its_byte_budget_is_cut_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.ndjson");
+        let mut sink = EventSink::new("r1", &path, None, Arc::default()).unwrap();
+        sink.byte_budget = 10 * MAX_FIELD_BYTES as u64;
+        for _ in 0..100 {
+            sink.emit(
+                "flooder",
+                EventBody::AgentMessage {
+                    text: "F".repeat(2 * MAX_FIELD_BYTES),
+                },
+            );
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let kept = text
+            .lines()
+            .filter(|l| l.contains("\"source\":\"flooder\""))
+            .count();
+        assert!((9..=10).contains(&kept), "{kept} events kept");
+        assert!(text.len() < 11 * MAX_FIELD_BYTES);
+        assert!(text.contains("MiB of events; further events from it are dropped"));
+    }
 
     #[test]
     fn a_flooding_source_is_cut_off_with_one_warning() {

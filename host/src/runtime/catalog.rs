@@ -526,7 +526,23 @@ fn world_of<'a>(exports: impl Iterator<Item = &'a str>) -> Result<PluginKind, St
     }
 }
 
+/// Most text a plugin's `describe()` may return, its options schema included: it is
+/// kept for every plugin, cached, and shown by `plugins list`.
+const MAX_DESCRIBE_BYTES: usize = 1 << 20;
+
 fn check_info(info: &PluginInfo, kind: PluginKind) -> Result<(), String> {
+    let text_bytes = [&info.name, &info.version, &info.summary]
+        .into_iter()
+        .chain(&info.serves)
+        .chain(&info.options_schema)
+        .map(String::len)
+        .sum::<usize>();
+    if text_bytes > MAX_DESCRIBE_BYTES {
+        // Not even the name is shown: it may be the giant part.
+        return Err(format!(
+            "describe() returned {text_bytes} bytes of text; the limit is {MAX_DESCRIBE_BYTES}"
+        ));
+    }
     let valid_name = !info.name.is_empty()
         && info.name.len() <= 64
         && info
@@ -557,4 +573,24 @@ fn check_info(info: &PluginInfo, kind: PluginKind) -> Result<(), String> {
             .map_err(|e| format!("plugin {}'s options schema is not JSON: {e}", info.name))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_giant_description_is_refused_without_repeating_it() {
+        let info = PluginInfo {
+            name: "n".repeat(MAX_DESCRIBE_BYTES),
+            version: "0.1.0".into(),
+            kind: PluginKind::AgentDriver,
+            serves: vec!["x".into()],
+            summary: String::new(),
+            options_schema: None,
+        };
+        let error = check_info(&info, PluginKind::AgentDriver).unwrap_err();
+        assert!(error.starts_with("describe() returned"), "{error}");
+        assert!(error.len() < 200, "{error}");
+    }
 }

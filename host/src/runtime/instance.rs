@@ -51,7 +51,23 @@ pub enum PluginError {
         call: &'static str,
         limit: Duration,
     },
+    #[error("plugin {plugin} returned a {field} of {bytes} bytes from {call}; the host keeps at most {MAX_OUTCOME_TEXT_BYTES} bytes there, so the result was refused")]
+    Oversized {
+        plugin: String,
+        call: &'static str,
+        field: &'static str,
+        bytes: usize,
+    },
 }
+
+/// Longest text a plugin may hand the host in one field of an agent outcome (its
+/// summary: an agent's last words, generous). It ends up in result.json; a plugin may
+/// hold up to its memory cap, which is not a size for it.
+pub const MAX_OUTCOME_TEXT_BYTES: usize = 1 << 20;
+
+/// Longest error message of a plugin the host keeps (cut beyond): it is shown on the
+/// terminal and kept in result.json.
+pub const MAX_ERROR_TEXT_BYTES: usize = 64 << 10;
 
 impl PluginError {
     /// The plugin reported that the TaskSpec is wrong.
@@ -126,11 +142,49 @@ fn reported<T>(
     call: &'static str,
     result: Result<T, Error>,
 ) -> Result<T, PluginError> {
-    result.map_err(|error| PluginError::Reported {
-        plugin: plugin.to_string(),
-        call,
-        error,
+    result.map_err(|mut error| {
+        match &mut error {
+            Error::InvalidSpec(e) => cut_text(&mut e.message),
+            Error::Unavailable(m) | Error::Denied(m) | Error::Failed(m) | Error::TimedOut(m) => {
+                cut_text(m)
+            }
+        }
+        PluginError::Reported {
+            plugin: plugin.to_string(),
+            call,
+            error,
+        }
     })
+}
+
+/// Cuts a plugin's error message to [`MAX_ERROR_TEXT_BYTES`], on a character boundary.
+fn cut_text(text: &mut String) {
+    if text.len() > MAX_ERROR_TEXT_BYTES {
+        let cut = text.floor_char_boundary(MAX_ERROR_TEXT_BYTES);
+        let dropped = text.len() - cut;
+        text.truncate(cut);
+        text.shrink_to_fit();
+        text.push_str(&format!("…[{dropped} bytes cut]"));
+    }
+}
+
+/// Refuses an agent outcome carrying more text than the host keeps.
+fn bounded_outcome(plugin: &str, outcome: AgentOutcome) -> Result<AgentOutcome, PluginError> {
+    for (field, text) in [
+        ("summary", &outcome.summary),
+        ("session id", &outcome.session_id),
+    ] {
+        let bytes = text.as_ref().map_or(0, String::len);
+        if bytes > MAX_OUTCOME_TEXT_BYTES {
+            return Err(PluginError::Oversized {
+                plugin: plugin.to_string(),
+                call: "run",
+                field,
+                bytes,
+            });
+        }
+    }
+    Ok(outcome)
 }
 
 impl Runtime {
@@ -450,6 +504,58 @@ impl DriverInstance {
             .bindings
             .agentgate_plugin_driver()
             .call_run(&mut self.store, task);
-        reported(&plugin, "run", guard(&plugin, "run", deadline, call).await?)
+        let outcome = reported(&plugin, "run", guard(&plugin, "run", deadline, call).await?)?;
+        bounded_outcome(&plugin, outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(summary: String) -> AgentOutcome {
+        AgentOutcome {
+            exit_code: 0,
+            success: true,
+            session_id: None,
+            turns: None,
+            usage: None,
+            summary: Some(summary),
+        }
+    }
+
+    #[test]
+    fn an_outcome_over_the_text_bound_is_refused_naming_the_field() {
+        let fits = "s".repeat(MAX_OUTCOME_TEXT_BYTES);
+        assert!(bounded_outcome("p", outcome(fits)).is_ok());
+        let error = bounded_outcome("p", outcome("s".repeat(MAX_OUTCOME_TEXT_BYTES + 1)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with(&format!(
+                "plugin p returned a summary of {} bytes from run",
+                MAX_OUTCOME_TEXT_BYTES + 1
+            )),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_long_error_message_is_cut_on_a_character_boundary() {
+        let long = "é".repeat(MAX_ERROR_TEXT_BYTES);
+        let error = reported::<()>("p", "run", Err(Error::Failed(long))).unwrap_err();
+        let PluginError::Reported {
+            error: Error::Failed(message),
+            ..
+        } = error
+        else {
+            panic!("{error}");
+        };
+        assert!(
+            message.len() < MAX_ERROR_TEXT_BYTES + 40,
+            "{}",
+            message.len()
+        );
+        assert!(message.ends_with(&format!("…[{} bytes cut]", MAX_ERROR_TEXT_BYTES)));
     }
 }

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::{ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 
 use super::PluginState;
 
@@ -34,14 +34,17 @@ impl Default for PluginLimits {
 }
 
 impl PluginLimits {
-    pub(crate) fn store_limits(&self) -> StoreLimits {
-        StoreLimitsBuilder::new()
-            .memory_size(self.memory_bytes)
-            .instances(64)
-            .tables(64)
-            .memories(16)
-            .trap_on_grow_failure(true)
-            .build()
+    pub(crate) fn store_limits(&self) -> StoreLimiter {
+        StoreLimiter {
+            limits: StoreLimitsBuilder::new()
+                .memory_size(self.memory_bytes)
+                .instances(64)
+                .tables(64)
+                .memories(16)
+                .trap_on_grow_failure(true)
+                .build(),
+            memory_bytes: self.memory_bytes,
+        }
     }
 
     /// Installs the CPU-slice check and cooperative yielding on `store`.
@@ -78,5 +81,60 @@ impl PluginLimits {
             }
             Ok(UpdateDeadline::Yield(1))
         });
+    }
+}
+
+/// A store's limiter: wasmtime's [`StoreLimits`], except that growing past the memory
+/// cap traps with a message naming the cap (wasmtime's says only "forcing trap when
+/// growing memory to N bytes").
+pub(crate) struct StoreLimiter {
+    limits: StoreLimits,
+    memory_bytes: usize,
+}
+
+impl ResourceLimiter for StoreLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.memory_bytes {
+            return Err(wasmtime::Error::msg(format!(
+                "memory limit reached: growing its linear memory to {desired} bytes would pass \
+                 the limit of {} MiB per plugin",
+                self.memory_bytes >> 20
+            )));
+        }
+        self.limits.memory_growing(current, desired, maximum)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.memory_grow_failed(error)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.limits.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.limits.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limits.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limits.memories()
     }
 }

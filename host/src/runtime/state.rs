@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
-use wasmtime::StoreLimits;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -17,6 +16,23 @@ use super::wasi_http::HttpPolicy;
 use crate::capabilities::process::ProcessGroups;
 use crate::capabilities::RunContext;
 
+/// Records `denial` as a `denied` event of the run, from the plugin refused; returns
+/// the message the plugin and the operator see.
+pub(crate) fn record_denial(events: &crate::record::EventSink, denial: ScopeDenial) -> String {
+    let message = denial.to_string();
+    events.emit(
+        &denial.plugin,
+        crate::record::EventBody::Denied {
+            capability: denial.capability.name(),
+            call: denial.call,
+            argument: denial.argument,
+            allow: denial.allow,
+            message: message.clone(),
+        },
+    );
+    message
+}
+
 /// What a plugin may print to its own stdout/stderr (kept for the run's plugin log).
 const PLUGIN_STDIO_CAPACITY: usize = 1 << 20;
 
@@ -25,7 +41,7 @@ pub struct PluginState {
     http: WasiHttpCtx,
     http_policy: HttpPolicy,
     pub(crate) table: ResourceTable,
-    pub(crate) limits: StoreLimits,
+    pub(crate) limits: super::limits::StoreLimiter,
     /// The plugin's name, for messages and events.
     pub(crate) plugin: Arc<str>,
     /// How far each capability reaches for this plugin (see `runtime::scopes`).
@@ -87,18 +103,7 @@ impl PluginState {
         &self,
         denial: ScopeDenial,
     ) -> crate::runtime::bindings::types::Error {
-        let message = denial.to_string();
-        self.run.events.emit(
-            &self.plugin,
-            crate::record::EventBody::Denied {
-                capability: denial.capability.name(),
-                call: denial.call,
-                argument: denial.argument,
-                allow: denial.allow,
-                message: message.clone(),
-            },
-        );
-        crate::runtime::bindings::types::Error::Denied(message)
+        crate::runtime::bindings::types::Error::Denied(record_denial(&self.run.events, denial))
     }
 
     /// What the plugin printed to its stdout and stderr.

@@ -9,8 +9,8 @@
 //! still fails closed.
 //!
 //! A grant of `http` is a grant to reach the hosts in its allowlist, nothing more: a
-//! request to any other host fails with `HTTP-request-denied`, and the run's events say
-//! which host was refused and how to allow it. Every request, allowed or not, runs
+//! request to any other host fails with `HTTP-request-denied`, and a `denied` event of
+//! the run says which host was refused and the grants.yaml line that would allow it. Every request, allowed or not, runs
 //! under the host's timeouts (connect, first byte, between bytes; a plugin may ask for
 //! shorter ones, never longer) and a cap on the response body, so a slow or endless
 //! server cannot hold or flood a run.
@@ -23,6 +23,8 @@ use http_body_util::BodyExt;
 use wasmtime::component::Linker;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
+use super::grants::Capability;
+use super::scopes::ScopeDenial;
 use super::PluginState;
 use crate::record::EventSink;
 
@@ -183,30 +185,29 @@ pub(crate) struct HttpPolicy {
 }
 
 impl HttpPolicy {
-    /// Why a request to `uri` may not leave, if it may not.
-    fn refusal(&self, uri: &http::Uri) -> Option<String> {
+    /// Why a request to `uri` may not leave, if it may not: a refusal in the words of
+    /// every other scope, naming the host and the grants.yaml line that would allow it.
+    fn refusal(&self, uri: &http::Uri) -> Option<ScopeDenial> {
         let shown = uri
             .authority()
             .map_or_else(|| "(no host)".to_string(), |a| a.to_string());
-        let Some(allowlist) = &self.allowlist else {
-            return Some(format!(
-                "http request to {shown} denied: plugin {} was not granted http",
+        let allowed = match &self.allowlist {
+            None => "http not granted".to_string(),
+            Some(list) if list.allows(uri) => return None,
+            Some(list) if list.entries().is_empty() => "http.hosts: none".to_string(),
+            Some(list) => format!("http.hosts: {}", list.entries().join(", ")),
+        };
+        Some(ScopeDenial {
+            plugin: self.plugin.to_string(),
+            capability: Capability::Http,
+            call: "http.request",
+            argument: format!("host {shown:?}"),
+            allowed,
+            allow: format!(
+                "plugins: {{{}: {{http: {{hosts: [{shown:?}]}}}}}}",
                 self.plugin
-            ));
-        };
-        if allowlist.allows(uri) {
-            return None;
-        }
-        let allowed = if allowlist.entries().is_empty() {
-            "none".to_string()
-        } else {
-            allowlist.entries().join(", ")
-        };
-        Some(format!(
-            "http request to {shown} denied: it is not in the http allowlist of plugin {} (allowed: {allowed}); \
-             to allow it, add it to `hosts` of the plugin's grant in grants.yaml or pass --grant {}=http:{shown}",
-            self.plugin, self.plugin
-        ))
+            ),
+        })
     }
 }
 
@@ -231,14 +232,8 @@ impl WasiHttpHooks for HttpPolicy {
         fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> Sending {
         _ = fut;
-        if let Some(message) = self.refusal(request.uri()) {
-            self.events.emit(
-                &self.plugin,
-                crate::record::EventBody::Log {
-                    level: "warn",
-                    message,
-                },
-            );
+        if let Some(denial) = self.refusal(request.uri()) {
+            super::state::record_denial(&self.events, denial);
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
         let options = self.limits.bound(options);
