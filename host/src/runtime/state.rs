@@ -11,8 +11,8 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::scopes::{ScopeDenial, Scopes};
-use super::wasi_http::HttpPolicy;
+use crate::capabilities::http::HttpPolicy;
+use crate::capabilities::scope::{ScopeDenial, Scopes};
 
 use crate::capabilities::process::ProcessGroups;
 use crate::capabilities::RunContext;
@@ -28,7 +28,7 @@ pub struct PluginState {
     pub(crate) limits: StoreLimits,
     /// The plugin's name, for messages and events.
     pub(crate) plugin: Arc<str>,
-    /// How far each capability reaches for this plugin (see `runtime::scopes`).
+    /// How far each capability reaches for this plugin (see `capabilities::scope`).
     pub(crate) scopes: Arc<Scopes>,
     pub(crate) run: Arc<RunContext>,
     /// Process groups this store started through the `process` capability.
@@ -46,7 +46,6 @@ impl PluginState {
         plugin: Arc<str>,
         run: Arc<RunContext>,
         limits: &super::PluginLimits,
-        http_hosts: Option<super::HostAllowlist>,
         scopes: Arc<Scopes>,
     ) -> PluginState {
         let stdio = MemoryOutputPipe::new(PLUGIN_STDIO_CAPACITY);
@@ -62,12 +61,7 @@ impl PluginState {
         PluginState {
             wasi,
             http: WasiHttpCtx::new(),
-            http_policy: HttpPolicy {
-                plugin: plugin.clone(),
-                allowlist: http_hosts,
-                limits: limits.http,
-                events: run.events.clone(),
-            },
+            http_policy: HttpPolicy::new(plugin.clone(), &scopes, limits.http, run.events.clone()),
             table: ResourceTable::new(),
             limits: limits.store_limits(),
             plugin,
@@ -91,7 +85,7 @@ impl PluginState {
         self.run.events.emit(
             &self.plugin,
             crate::record::EventBody::Denied {
-                capability: denial.capability.name(),
+                capability: denial.capability,
                 call: denial.call,
                 argument: denial.argument,
                 allow: denial.allow,

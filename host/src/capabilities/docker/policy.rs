@@ -72,7 +72,9 @@ impl Policy {
                 .map_or_else(|_| format!("pid:{}", std::process::id()), |o| o.to_string()),
             created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             invoking_user: format!("{uid}:{gid}"),
-            allow_host_network: run.docker.host_network,
+            allow_host_network: run
+                .state::<super::DockerGrant>()
+                .is_some_and(|grant| grant.host_network),
             sandbox_init: init::host_copy()?,
             // The run's folders are (workspace, state), in that order.
             private_state: binds.run_folders().get(1).cloned(),
