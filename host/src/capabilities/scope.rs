@@ -217,7 +217,11 @@ impl Patterns {
     }
 
     /// The patterns `written` under `key`, compared as `compared` says.
-    pub fn parse(key: &str, compared: Compared, written: &[String]) -> Result<Patterns, ScopeError> {
+    pub fn parse(
+        key: &str,
+        compared: Compared,
+        written: &[String],
+    ) -> Result<Patterns, ScopeError> {
         written
             .iter()
             .map(|w| {

@@ -22,10 +22,10 @@ use wasmtime::component::Component;
 
 use super::bindings::types::{PluginInfo, PluginKind};
 use super::grants::{self, Grants, Imports, Refusal};
-use crate::capabilities::scope::Scopes;
-use crate::capabilities::Capability;
 use super::loader::Loader;
 use super::PluginError;
+use crate::capabilities::scope::Scopes;
+use crate::capabilities::Capability;
 
 /// Where a plugin came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

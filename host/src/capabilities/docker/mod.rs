@@ -211,9 +211,9 @@ impl Host for PluginState {
 
     async fn pull_image(&mut self, image: String) -> wasmtime::Result<Result<ImageInfo, Error>> {
         self.run.ensure_active()?;
-        if let Err(denial) = self
-            .docker_scope()
-            .check_image(&self.plugin, "docker.pull-image", &image)
+        if let Err(denial) =
+            self.docker_scope()
+                .check_image(&self.plugin, "docker.pull-image", &image)
         {
             return answer(Err(self.scope_denied(denial)));
         }

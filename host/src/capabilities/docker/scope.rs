@@ -302,7 +302,6 @@ fn normalize(reference: &str, add_latest: bool) -> String {
     out
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -237,8 +237,8 @@ impl Host for PluginState {
                     (self.run.state::<Origins>())
                         .and_then(|origins| origins.of(&path))
                         .ok_or(GitError::NoOrigin {
-                        repo: path.display().to_string(),
-                    })
+                            repo: path.display().to_string(),
+                        })
                 });
                 match origin {
                     Ok(url) => url,

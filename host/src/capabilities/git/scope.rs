@@ -152,7 +152,6 @@ pub fn without_userinfo(url: &str) -> String {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

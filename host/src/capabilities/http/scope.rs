@@ -63,7 +63,10 @@ impl ScopeShape for Shape {
             HostAllowlist::of_url(url)
                 .map(|hosts| {
                     let mut entry = Value::Null;
-                    push_hosts(&mut entry, hosts.entries().iter().cloned().map(Value::String).collect());
+                    push_hosts(
+                        &mut entry,
+                        hosts.entries().iter().cloned().map(Value::String).collect(),
+                    );
                     entry
                 })
                 .map_err(|e| e.to_string()),

@@ -386,3 +386,6 @@ pub enum PinMismatch {
     #[error("the grant for it is pinned to digest {pinned} but this component's digest is {actual}; change the pin to {actual} or remove it")]
     Digest { pinned: String, actual: String },
 }
+
+#[cfg(test)]
+mod tests;

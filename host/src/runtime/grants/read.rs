@@ -107,20 +107,18 @@ impl<'de> Deserialize<'de> for Grant {
                         "version" => grant.version = map.next_value()?,
                         "digest" => grant.digest = map.next_value()?,
                         name => {
-                            let scoped = Capability::named(name)
-                                .and_then(|c| Some((c, c.unit().scope()?)));
+                            let scoped =
+                                Capability::named(name).and_then(|c| Some((c, c.unit().scope()?)));
                             if let Some((capability, shape)) = scoped {
                                 let entry = map.next_value_seed(Keys(shape.fields()))?;
-                                let written =
-                                    grant.scopes.entry(capability).or_insert(Value::Null);
+                                let written = grant.scopes.entry(capability).or_insert(Value::Null);
                                 merge(written, entry);
                             } else if let Some((capability, shape)) = legacy(name) {
                                 let value: Value = map.next_value()?;
                                 if !is_empty(&value) {
                                     grant.legacy.push((key.clone(), capability));
                                 }
-                                let written =
-                                    grant.scopes.entry(capability).or_insert(Value::Null);
+                                let written = grant.scopes.entry(capability).or_insert(Value::Null);
                                 shape
                                     .read_legacy(value, written)
                                     .map_err(A::Error::custom)?;
