@@ -352,8 +352,7 @@ pub fn mapping(entry: &mut Value) -> &mut serde_yaml::Mapping {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScopeDenial {
     pub plugin: String,
-    /// The capability's name, e.g. `docker`.
-    pub capability: &'static str,
+    pub capability: crate::capabilities::Capability,
     /// The call, e.g. `docker.run-container`.
     pub call: &'static str,
     /// The offending argument, e.g. `image "evil:latest" (docker.io/library/evil:latest)`.
@@ -388,7 +387,8 @@ impl ScopeDenial {
     ) -> ScopeDenial {
         ScopeDenial {
             plugin: plugin.to_string(),
-            capability,
+            capability: crate::capabilities::Capability::named(capability)
+                .expect("a denial names a capability of this host"),
             call,
             argument,
             allowed,

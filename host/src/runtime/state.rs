@@ -85,7 +85,7 @@ impl PluginState {
         self.run.events.emit(
             &self.plugin,
             crate::record::EventBody::Denied {
-                capability: denial.capability,
+                capability: denial.capability.name(),
                 call: denial.call,
                 argument: denial.argument,
                 allow: denial.allow,
