@@ -14,6 +14,8 @@ pub mod docker;
 pub mod events;
 pub mod execution;
 pub mod git;
+#[cfg(test)]
+mod grants_tests;
 pub mod github;
 pub mod http;
 pub mod process;

@@ -26,6 +26,12 @@ pub use generated::agentgate::plugin::{
     docker, events, execution, git, github, process, sandbox, types,
 };
 
+/// Every interface of the `host` world, by its WIT name: a capability added to that
+/// world is here without an edit of this file (`interfaces::kube`).
+pub mod interfaces {
+    pub use super::generated::agentgate::plugin::*;
+}
+
 /// Adds the interfaces of the contract that are no capability (`types`, `execution`)
 /// to `linker`; each capability links its own.
 pub fn add_shared_interfaces(

@@ -387,5 +387,3 @@ pub enum PinMismatch {
     Digest { pinned: String, actual: String },
 }
 
-#[cfg(test)]
-mod tests;

@@ -1,10 +1,13 @@
-//! The grants file, `--grant` and built-in grants, end to end through the real
-//! capabilities (their scopes are shown as `plugins inspect` shows them).
+//! The grants file, `--grant` and built-in grants (`runtime::grants`), end to end
+//! through this host's capabilities: their scopes are shown as `plugins inspect`
+//! shows them. Here rather than in `runtime/`, which names no capability.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use super::*;
 use crate::capabilities::Capability;
+use crate::runtime::grants::*;
+use crate::runtime::host_paths::PathGrants;
 
 /// The names of `capabilities`, in order.
 fn names(capabilities: &BTreeSet<Capability>) -> Vec<&'static str> {
