@@ -18,7 +18,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentgate::engine::{self, RunRequest, RunResult, RunStatus};
+use agentgate::engine::{self, RunRequest};
+use agentgate::record::{RunResult, RunStatus};
 use agentgate::runtime::{Grants, HttpLimits, PluginLimits, Runtime, RuntimeConfig};
 use serde_json::json;
 use support::anthropic::{tool_results, AnthropicServer, Reply, INPUT_TOKENS, OUTPUT_TOKENS};

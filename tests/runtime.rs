@@ -11,7 +11,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentgate::engine::{self, RunError, RunRequest, RunStatus};
+use agentgate::engine::{self, RunError, RunRequest};
+use agentgate::record::RunStatus;
 use agentgate::runtime::bindings::types::PluginKind;
 use agentgate::runtime::{Grants, LoadStats, PluginLimits, Runtime, RuntimeConfig};
 use support::{fixture_plugins, shell_agent, task_spec};

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use agentgate::engine::GitBaseline;
+use agentgate::changeset::GitBaseline;
 
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
@@ -104,7 +104,7 @@ fn main() {
         take.push(t.elapsed());
 
         let t = Instant::now();
-        agentgate::engine::Snapshot::take(&workspace).unwrap();
+        agentgate::changeset::Snapshot::take(&workspace).unwrap();
         snapshot.push(t.elapsed());
     }
     let (status, collect, take, snapshot) = (

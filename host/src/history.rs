@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::engine::{RunResult, RunStatus, RESULT_VERSION};
+use crate::record::{RunResult, RunStatus, RESULT_VERSION};
 use crate::registry::{effective_state, Registry, RunRow, RunState};
 
 /// The most of `changes.patch` read back.

@@ -1,17 +1,19 @@
 //! agentgate: an execution host that runs AI coding agents on tasks, safely.
 //!
 //! A task is a TaskSpec ([`taskspec`]). The host prepares a workspace, creates a
-//! sandbox, runs an agent driver in it and collects what happened ([`engine`]). Every
-//! workspace source, sandbox provider and agent driver is a WebAssembly component
-//! ([`runtime`]) that reaches the machine only through the host interfaces it was
-//! granted ([`capabilities`]). What a run writes and shows (events, logs, the
+//! sandbox, runs an agent driver in it and collects what happened ([`engine`]),
+//! including what the agent changed ([`changeset`]). Every workspace source, sandbox
+//! provider and agent driver is a WebAssembly component ([`runtime`]) that reaches the
+//! machine only through the host interfaces it was granted ([`capabilities`]). What a run writes and shows (events, logs, the
 //! result), with its secrets masked, is the run record ([`record`]).
 
 pub mod capabilities;
+pub mod changeset;
 pub mod cli;
 pub mod engine;
 pub mod escape;
 pub mod history;
+pub mod home_path;
 pub mod procfs;
 pub mod record;
 pub mod registry;

@@ -19,9 +19,10 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use super::console::{console, write_stderr, write_stdout};
-use crate::engine::{RunReport, RunResult, RunStatus};
+use crate::engine::RunReport;
 use crate::escape;
 use crate::record::{EventBody, RunEvent};
+use crate::record::{RunResult, RunStatus};
 
 /// One display for the run's spinner and compile spinners, so that neither draws over
 /// the other. Used on the console's writer thread only: drawing blocks on the terminal.

@@ -12,7 +12,7 @@ pub struct SchemaArgs {
 
 pub fn print(args: &SchemaArgs) -> ExitCode {
     let schema = if args.result {
-        crate::engine::result_schema()
+        crate::record::result_schema()
     } else {
         crate::taskspec::json_schema()
     };

@@ -9,34 +9,26 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::changes::{FileChange, Snapshot, COLLECT_SECS};
-use super::folder::{RunFolder, SandboxState, WORKSPACE_SCRATCH};
-use super::git_changes::{GitBaseline, GitChanges, PATCH_FILE_BYTES, PATCH_TOTAL_BYTES};
 use super::plugins::Plugins;
-use super::result::{
-    AgentRecord, LogsRecord, PatchRecord, PluginRecord, ResourceUsage, RunResult, RunStatus,
-    SandboxInfo, WorkspaceRecord, RESULT_VERSION,
-};
+use super::requests::{self, SandboxInputs};
 use super::sampler::ResourceSampler;
 use super::workspace::{materialize, Workspace};
 use crate::capabilities::{RunContext, SandboxBroker};
-use crate::record::{EventSink, Observer, OutputLogs, PhaseStatus, Redactor};
+use crate::changeset::{
+    GitBaseline, GitChanges, Snapshot, COLLECT_SECS, PATCH_FILE_BYTES, PATCH_TOTAL_BYTES,
+};
+use crate::record::{
+    AgentRecord, EventSink, FileChange, LogsRecord, Observer, OutputLogs, PatchRecord, PhaseStatus,
+    PluginRecord, Redactor, ResourceUsage, RunFolder, RunResult, RunStatus, SandboxInfo,
+    SandboxState, WorkspaceRecord, RESULT_VERSION, WORKSPACE_SCRATCH,
+};
 use crate::registry::{GcOptions, Scope, Tracker};
-use crate::runtime::bindings::agent_driver::exports::agentgate::plugin::driver::{
-    AgentCapabilities, AgentOutcome, AgentTask, McpServer, ToolSetting,
-};
-use crate::runtime::bindings::sandbox::SandboxDetails;
-use crate::runtime::bindings::sandbox_provider::exports::agentgate::plugin::provider::{
-    SandboxRequest, WorkspaceMount,
-};
-use crate::runtime::bindings::types::{EnvVar, Label, Mount, NetworkMode, Resources};
-use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::source::{
-    PreparedWorkspace, WorkspaceRequest,
-};
+use crate::runtime::bindings::agent_driver::exports::agentgate::plugin::driver::AgentOutcome;
+use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::source::PreparedWorkspace;
 use crate::runtime::host_paths::{self, BindScope, HostPaths, PathUse};
 use crate::runtime::instance::SourceInstance;
 use crate::runtime::{LoadedPlugin, PluginError, Runtime};
-use crate::taskspec::{self, Network, TaskSpec};
+use crate::taskspec::{self, TaskSpec};
 
 /// Everything a run needs besides the runtime.
 pub struct RunRequest {
@@ -372,17 +364,7 @@ impl Run<'_> {
             .scratch(WORKSPACE_SCRATCH)
             .map_err(|e| Outcome::host(format!("creating the scratch workspace: {e}")))?;
         self.ctx.allow_repo_root(&scratch);
-        let request = WorkspaceRequest {
-            run_id: self.ctx.run_id.clone(),
-            section: self
-                .spec
-                .spec
-                .execution
-                .workspace
-                .section_json()
-                .to_string(),
-            scratch_dir: scratch.display().to_string(),
-        };
+        let request = requests::workspace_request(self.spec, &self.ctx.run_id, &scratch);
         let prepared = source
             .prepare(&request, deadline)
             .await
@@ -473,71 +455,28 @@ impl Run<'_> {
             &[workspace.root.clone(), state_dir.clone()],
             self.host_paths.clone(),
         ));
-        let request = SandboxRequest {
-            run_id: self.ctx.run_id.clone(),
-            provider: spec.provider.clone(),
-            image: spec.image.clone(),
-            resources: Resources {
-                cpu_millicores: spec.resources.cpu_millicores,
-                memory_bytes: spec.resources.memory_bytes,
-                disk_bytes: spec.resources.disk_bytes,
-                pids: None,
-                timeout_ms: Some(
-                    deadline
-                        .saturating_duration_since(Instant::now())
-                        .as_millis() as u64,
-                ),
+        let owner = crate::registry::Owner::current()
+            .map_err(|e| Outcome::host(format!("identifying this process: {e}")))?
+            .to_string();
+        let request = requests::sandbox_request(
+            self.spec,
+            &SandboxInputs {
+                run_id: &self.ctx.run_id,
+                workspace_root: &workspace.root,
+                workspace_readonly: workspace.readonly,
+                state_dir: &state_dir,
+                owner: &owner,
+                created: SystemTime::now(),
+                time_left: deadline.saturating_duration_since(Instant::now()),
             },
-            network: network_mode(spec.network),
-            workspace: WorkspaceMount {
-                host_path: workspace.root.display().to_string(),
-                readonly: workspace.readonly,
-            },
-            state_dir: state_dir.display().to_string(),
-            workdir: spec.workdir.clone(),
-            mounts: spec
-                .mounts
-                .iter()
-                .map(|m| Mount {
-                    source: m.source.clone(),
-                    target: m.target.clone(),
-                    readonly: m.readonly,
-                })
-                .collect(),
-            env: env_vars(&spec.environment),
-            labels: vec![
-                label("io.agentgate.run-id", &self.ctx.run_id),
-                label(
-                    "io.agentgate.owner",
-                    &crate::registry::Owner::current()
-                        .map_err(|e| Outcome::host(format!("identifying this process: {e}")))?
-                        .to_string(),
-                ),
-                label(
-                    "io.agentgate.created",
-                    &humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
-                ),
-            ],
-            options: serde_json::Value::Object(spec.options.clone()).to_string(),
-        };
+        );
         // Recorded before the provider acts, so what a crash during creation leaves
         // behind is still found.
         self.tracker
             .sandbox_creating(
                 &spec.provider,
                 &workspace.root,
-                serde_json::to_string(
-                    &request
-                        .mounts
-                        .iter()
-                        .map(|m| {
-                            serde_json::json!({
-                                "source": m.source, "target": m.target, "readonly": m.readonly,
-                            })
-                        })
-                        .collect::<Vec<_>>(),
-                )
-                .expect("mounts serialize"),
+                requests::recorded_mounts(&request),
             )
             .map_err(|e| Outcome::host(format!("recording the sandbox: {e}")))?;
         self.sandbox_started = Some(Instant::now());
@@ -580,13 +519,7 @@ impl Run<'_> {
                 spec.provider, summary.id, summary.isolation
             ),
         );
-        let details = SandboxDetails {
-            provider: spec.provider.clone(),
-            id: summary.id,
-            workdir: summary.workdir,
-            network: network_mode(spec.network),
-            readonly_workspace: workspace.readonly,
-        };
+        let details = requests::sandbox_details(self.spec, summary, workspace.readonly);
         let logs = Arc::new(
             self.folder
                 .output_logs()
@@ -626,7 +559,13 @@ impl Run<'_> {
             Ok(driver) => driver,
             Err(e) => return Outcome::plugin(e),
         };
-        let task = agent_task(self.spec, &self.ctx.run_id, prompt, secrets, deadline);
+        let task = requests::agent_task(
+            self.spec,
+            &self.ctx.run_id,
+            prompt,
+            secrets,
+            deadline.saturating_duration_since(Instant::now()),
+        );
         let result = driver.run(&task, deadline).await;
         self.folder
             .append_plugin_log(self.plugins.driver.name(), &driver.plugin_stdio());
@@ -996,89 +935,4 @@ fn check_host_paths(paths: &HostPaths, spec: &TaskSpec) -> Result<(), RunError> 
             .collect::<Vec<_>>()
             .join("\n"),
     ))
-}
-
-fn agent_task(
-    spec: &TaskSpec,
-    run_id: &str,
-    prompt: &str,
-    secrets: &[(String, String)],
-    deadline: Instant,
-) -> AgentTask {
-    let agent = &spec.spec.execution.agent;
-    let limits = spec.spec.convergence.as_ref().map(|c| &c.limits);
-    let json = |map: &taskspec::Options| serde_json::Value::Object(map.clone()).to_string();
-    AgentTask {
-        run_id: run_id.to_string(),
-        driver: agent.driver.clone(),
-        prompt: prompt.to_string(),
-        context: spec.spec.goal.as_ref().and_then(|g| g.context.clone()),
-        system_prompt: agent.system_prompt.clone(),
-        model: agent.model.clone(),
-        max_tokens: agent.max_tokens,
-        temperature: agent.temperature,
-        tools: agent
-            .tools
-            .iter()
-            .map(|t| ToolSetting {
-                name: t.name.clone(),
-                enabled: t.enabled,
-                config: json(&t.config),
-            })
-            .collect(),
-        capabilities: AgentCapabilities {
-            file_system: agent.capabilities.file_system.unwrap_or(true),
-            network: agent.capabilities.network.unwrap_or(true),
-            shell: agent.capabilities.shell.unwrap_or(true),
-            browser: agent.capabilities.browser.unwrap_or(false),
-        },
-        mcp_servers: agent
-            .mcp_servers
-            .iter()
-            .map(|(name, server)| McpServer {
-                name: name.clone(),
-                command: server.command.clone(),
-                args: server.args.clone(),
-                env: env_vars(&server.env),
-            })
-            .collect(),
-        max_iterations: limits.and_then(|l| l.max_iterations),
-        max_cost_usd: limits.and_then(|l| l.max_cost_usd),
-        max_total_tokens: limits.and_then(|l| l.max_tokens),
-        timeout_ms: deadline
-            .saturating_duration_since(Instant::now())
-            .as_millis() as u64,
-        secrets: secrets
-            .iter()
-            .map(|(name, value)| EnvVar {
-                name: name.clone(),
-                value: value.clone(),
-            })
-            .collect(),
-        options: json(&agent.options),
-    }
-}
-
-fn env_vars(map: &BTreeMap<String, String>) -> Vec<EnvVar> {
-    map.iter()
-        .map(|(name, value)| EnvVar {
-            name: name.clone(),
-            value: value.clone(),
-        })
-        .collect()
-}
-
-fn label(key: &str, value: &str) -> Label {
-    Label {
-        key: key.to_string(),
-        value: value.to_string(),
-    }
-}
-
-fn network_mode(network: Network) -> NetworkMode {
-    match network {
-        Network::None => NetworkMode::None,
-        Network::Bridge => NetworkMode::Bridge,
-        Network::Host => NetworkMode::Host,
-    }
 }

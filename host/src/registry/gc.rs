@@ -31,16 +31,17 @@ use super::owner::{Liveness, Owner};
 use super::store::{now_ms, Registry, RegistryError, RunRow, RunState};
 use crate::capabilities::process::cgroup::Cgroup;
 use crate::capabilities::RunContext;
-use crate::engine::{
-    write_crashed_result, CrashedRun, SandboxState, WorkspaceRecord, WORKSPACE_SCRATCH,
+use crate::record::{
+    write_crashed_result, CrashedRun, EventSink, SandboxState, WorkspaceRecord, WORKSPACE_SCRATCH,
 };
-use crate::record::EventSink;
 use crate::runtime::bindings::types::PluginKind;
 use crate::runtime::Runtime;
 
-/// The label keys the host puts on what providers create.
-const LABEL_RUN_ID: &str = "io.agentgate.run-id";
-const LABEL_OWNER: &str = "io.agentgate.owner";
+/// The label keys the host puts on what providers create (the run puts them on its
+/// sandbox request); gc finds leftovers by them.
+pub const LABEL_RUN_ID: &str = "io.agentgate.run-id";
+pub const LABEL_OWNER: &str = "io.agentgate.owner";
+pub const LABEL_CREATED: &str = "io.agentgate.created";
 
 /// How long a heartbeat may be silent before a run whose owner cannot be seen is
 /// taken for dead. Runs beat every [`HEARTBEAT_INTERVAL`].

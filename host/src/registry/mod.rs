@@ -13,7 +13,9 @@ pub mod store;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-pub use gc::{collect, effective_state, GcOptions, GcReport, Scope};
+pub use gc::{
+    collect, effective_state, GcOptions, GcReport, Scope, LABEL_CREATED, LABEL_OWNER, LABEL_RUN_ID,
+};
 pub use owner::{Liveness, Owner};
 pub use store::{
     now_ms, NewRun, NewSandbox, Registry, RegistryError, RunRow, RunState, SandboxRow,

@@ -14,6 +14,7 @@ use super::error::SpecError;
 use super::fields::{self, API_VERSION, KIND};
 use super::interpolate::Env;
 use super::model::{Execution, Metadata, Spec, TaskSpec};
+use crate::home_path::expand_home;
 
 /// Every top-level key any shape allows.
 #[derive(Deserialize, JsonSchema)]
@@ -119,29 +120,9 @@ fn metadata_for(source_name: &str) -> Metadata {
     }
 }
 
-/// `~` or `~/…` → `$HOME`, `$HOME/…`.
-pub(crate) fn expand_home(path: &str, env: Env) -> Result<String, String> {
-    let rest = match path.strip_prefix('~') {
-        Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
-        _ => return Ok(path.to_string()),
-    };
-    let home = env("HOME").ok_or("cannot expand \"~\": HOME is not set")?;
-    Ok(format!("{}{rest}", home.trim_end_matches('/')))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn expands_home_only_at_the_start() {
-        let env = |name: &str| (name == "HOME").then(|| "/home/me/".to_string());
-        assert_eq!(expand_home("~/.npm", &env).unwrap(), "/home/me/.npm");
-        assert_eq!(expand_home("~", &env).unwrap(), "/home/me");
-        assert_eq!(expand_home("./x~", &env).unwrap(), "./x~");
-        assert_eq!(expand_home("~other/x", &env).unwrap(), "~other/x");
-        assert!(expand_home("~/x", &|_| None).is_err());
-    }
 
     #[test]
     fn short_documents_are_named_after_their_file() {

@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use super::error::GitError;
+use crate::home_path::expand_home;
 use crate::runtime::bindings::git::Credentials;
 
 /// The username GitHub (and most forges) accept with a token as the password.
@@ -55,7 +56,10 @@ impl Secret {
                 _ => Secret::None,
             },
             Credentials::SshKey(path) => {
-                let path = expand_home(path);
+                // `~` names the host user's home; without `HOME` the path is taken
+                // as written.
+                let env = |name: &str| std::env::var(name).ok();
+                let path = PathBuf::from(expand_home(path, &env).unwrap_or_else(|_| path.clone()));
                 if let Err(e) = std::fs::metadata(&path) {
                     return Err(GitError::SshKey {
                         path: path.display().to_string(),
@@ -119,12 +123,6 @@ impl Secret {
     }
 }
 
-/// `~` and `~/…` name the host user's home; without `HOME` the path is taken as written.
-fn expand_home(path: &str) -> PathBuf {
-    let env = |name: &str| std::env::var(name).ok();
-    PathBuf::from(crate::taskspec::expand_home(path, &env).unwrap_or_else(|_| path.to_string()))
-}
-
 /// Refuses a URL that carries a password or token in its user part.
 pub fn check_url(url: &str) -> Result<(), GitError> {
     let Some((_, rest)) = url.split_once("://") else {
@@ -177,10 +175,14 @@ mod tests {
     #[test]
     fn home_is_expanded() {
         let home = std::env::var("HOME").unwrap();
+        let missing = |path: &str| match Secret::resolve(&Credentials::SshKey(path.into())) {
+            Err(GitError::SshKey { path, .. }) => path,
+            other => panic!("{other:?}"),
+        };
         assert_eq!(
-            expand_home("~/.ssh/id"),
-            PathBuf::from(home).join(".ssh/id")
+            missing("~/.ssh/agentgate-no-such-key"),
+            format!("{}/.ssh/agentgate-no-such-key", home.trim_end_matches('/'))
         );
-        assert_eq!(expand_home("/k"), PathBuf::from("/k"));
+        assert_eq!(missing("/agentgate-no-such-key"), "/agentgate-no-such-key");
     }
 }

@@ -2,8 +2,8 @@
 //! before the agent ran, one component at a time, never through a symlink, never
 //! blocking on a FIFO, within a budget of bytes and time.
 //!
-//! Both ways of finding what an agent changed ([`super::changes::Snapshot`] and
-//! [`super::git_changes::GitBaseline`]) read the workspace only through this module.
+//! Both ways of finding what an agent changed ([`super::Snapshot`] and
+//! [`super::GitBaseline`]) read the workspace only through this module.
 //! An agent can swap any folder for a symlink (`rm -rf src; ln -s /etc src`,
 //! `ln -s /proc/self p`) or a file for a FIFO while the host reads; a read by path
 //! (`root.join(path)`) would follow it, since `O_NOFOLLOW` covers only the last
@@ -28,7 +28,7 @@ use std::time::Instant;
 use cap_std::fs::Dir;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
 
-use super::changes::EntryKind;
+use crate::record::EntryKind;
 
 /// How every directory of the walk is opened: to be listed, never through a symlink.
 pub(super) const DIR_FLAGS: OFlags = OFlags::RDONLY

@@ -14,8 +14,9 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::logs::{append_plugin_log, OutputLogs};
+use super::redact::Redactor;
 use super::result::RunResult;
-use crate::record::{append_plugin_log, OutputLogs, Redactor};
 
 /// The scratch directory a source that creates a workspace is given (`fresh` without a
 /// `destPath`, clones): the workspace itself, kept after the run.

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::changes::FileChange;
-use super::git_changes::OmittedFile;
-use crate::record::{LogSize, Redactor};
+use super::changes::{FileChange, OmittedFile};
+use super::logs::LogSize;
+use super::redact::Redactor;
 
 /// Bumped when a field changes meaning or disappears, or one is added.
 /// 2: `patch` (the caps of `changes.patch` and the files it leaves out).

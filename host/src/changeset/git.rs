@@ -58,12 +58,11 @@ use cap_std::fs::Dir;
 use git2::{DiffFindOptions, DiffOptions, Index, IndexEntry, IndexTime, Oid, Repository};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use rustix::fs::{FileType, OFlags, Stat};
-use serde::Serialize;
 use sha1::{Digest, Sha1};
 
-use super::changes::{ChangeKind, EntryKind, FileChange, COLLECT_SECS};
 use super::tree_walk::{self, kind_of, Budget, Identity, StatKey, Visitor, WalkBounds, WalkError};
-use crate::record::Redactor;
+use super::COLLECT_SECS;
+use crate::record::{ChangeKind, EntryKind, FileChange, OmittedFile, Redactor};
 
 /// Content of one file, before or after, that `changes.patch` may hold.
 pub const PATCH_FILE_BYTES: u64 = 8 << 20;
@@ -94,14 +93,6 @@ pub enum GitChangesError {
     Git(#[from] git2::Error),
     #[error(transparent)]
     Walk(#[from] WalkError),
-}
-
-/// A file of `modifiedFiles` that `changes.patch` leaves out, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct OmittedFile {
-    /// Escaped like `modifiedFiles`' paths.
-    pub path: String,
-    pub reason: String,
 }
 
 /// What changed, from git's objects and the host's reading of the work tree.

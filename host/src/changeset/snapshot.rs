@@ -2,7 +2,7 @@
 //! before/after snapshot.
 //!
 //! Both snapshots read through the one handle opened on the workspace root before the
-//! agent ran ([`super::workspace::Workspace::dir`]), so an agent that renames the root
+//! agent ran (the engine's `Workspace::dir`), so an agent that renames the root
 //! away and puts a symlink in its place cannot point the second snapshot elsewhere.
 //! The walk ([`super::tree_walk`]) names one component at a time relative to an open
 //! directory, never follows a symlink and never blocks on a FIFO.
@@ -25,11 +25,12 @@ use std::time::{Duration, Instant};
 
 use cap_std::fs::Dir;
 use rustix::fs::{FileType, Stat};
-use serde::Serialize;
 
 use super::tree_walk::{
     self, identity, kind_of, Budget, Identity, StatKey, Visitor, WalkBounds, WalkError,
 };
+use super::COLLECT_SECS;
+use crate::record::{ChangeKind, EntryKind, FileChange};
 
 /// Path bytes one snapshot may hold: a hostile tree of long names nested deep
 /// would otherwise cost the host its memory.
@@ -37,70 +38,6 @@ const MAX_PATH_BYTES: u64 = 256 << 20;
 /// File content one snapshot hashes; files past it are reported unreadable, so a
 /// huge sparse file cannot keep the host reading for hours.
 const MAX_CONTENT_BYTES: u64 = 64 << 30;
-
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "camelCase")]
-pub enum ChangeKind {
-    Added,
-    Modified,
-    Deleted,
-    /// Moved from `from` (git workspaces: found by content similarity, as `git diff -M`).
-    Renamed,
-    /// The entry exists before and after, but one of the two could not be read, so
-    /// whether it changed is unknown. `error` says why.
-    Unreadable,
-}
-
-impl std::fmt::Display for ChangeKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.pad(match self {
-            ChangeKind::Added => "added",
-            ChangeKind::Modified => "modified",
-            ChangeKind::Deleted => "deleted",
-            ChangeKind::Renamed => "renamed",
-            ChangeKind::Unreadable => "unreadable",
-        })
-    }
-}
-
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "camelCase")]
-pub enum EntryKind {
-    File,
-    Dir,
-    Symlink,
-    /// A FIFO, socket or device node.
-    Other,
-    /// It vanished before its kind could be read.
-    Unknown,
-}
-
-/// One entry of `modifiedFiles`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct FileChange {
-    /// `/`-separated, relative to the workspace root, escaped by
-    /// [`crate::escape::name`]: lossless, printable, one line.
-    pub path: String,
-    pub change: ChangeKind,
-    pub kind: EntryKind,
-    /// Why the entry could not be read (for `unreadable`, and `added` entries whose
-    /// content could not be read).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// For `renamed`: the old path, escaped like `path`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub from: Option<String>,
-    /// Git workspaces: whether the content is binary (a NUL byte in its first 8000
-    /// bytes, git's own test); the new content, or the old one for `deleted`. Absent
-    /// when that content was not read (a deleted file git held unchanged, or the
-    /// collection's time ran out).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub binary: Option<bool>,
-}
 
 /// The state of every entry under a root, by `/`-separated relative path in bytes.
 #[derive(Debug, Default)]
@@ -142,10 +79,6 @@ struct Limits {
     path_bytes: u64,
     content_bytes: u64,
 }
-
-/// How long reading the workspace after the agent ran may take, whatever it holds;
-/// files not compared by then are reported `unreadable`.
-pub(super) const COLLECT_SECS: u64 = 60;
 
 impl Snapshot {
     /// Reads every entry under `root`, through that handle only.
