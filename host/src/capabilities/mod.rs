@@ -14,9 +14,9 @@ pub mod docker;
 pub mod events;
 pub mod execution;
 pub mod git;
+pub mod github;
 #[cfg(test)]
 mod grants_tests;
-pub mod github;
 pub mod http;
 pub mod process;
 pub mod sandbox;
@@ -32,7 +32,7 @@ use crate::record::EventSink;
 use crate::runtime::host_paths::BindScope;
 
 pub use sandbox::SandboxBroker;
-pub use unit::{Capability, HostCapability};
+pub use unit::{Capability, HostCapability, Reclaimed};
 
 /// Every capability of this host, in the order they are listed to users. Adding a
 /// capability adds its line here.

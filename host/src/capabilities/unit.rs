@@ -62,11 +62,19 @@ pub trait HostCapability: Sync {
         None
     }
     /// Reclaims what the dead run `run_id` left behind that only this capability
-    /// knows how to find; returns what it removed. `dry_run`: only says what it would
-    /// look for. Called by `gc`.
-    fn reap_run(&self, _run_id: &str, _dry_run: bool) -> Result<Vec<String>, String> {
-        Ok(Vec::new())
+    /// knows how to find, and says what it removed; `dry_run`: only what it would look
+    /// for. Called by `gc`; `None`: it leaves nothing of its own.
+    fn reap_run(&self, _run_id: &str, _dry_run: bool) -> Option<Result<Reclaimed, String>> {
+        None
     }
+}
+
+/// What a capability reclaimed of a dead run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reclaimed {
+    /// What they are, plural (`cgroups`): the key in `gc --json`.
+    pub kind: &'static str,
+    pub names: Vec<String>,
 }
 
 /// A capability by name: a handle on one entry of [`super::ALL`], ordered as listed.

@@ -132,12 +132,6 @@ impl Runtime {
         crate::capabilities::RunContext::new(run_id, events, self.sections.clone())
     }
 
-    /// TEMPORARY until engine/ and registry/ call [`Runtime::run_context`] (after the
-    /// `record` branch is merged): the host-wide sections a run context is made from.
-    pub fn docker_grant(&self) -> &crate::capabilities::HostSections {
-        &self.sections
-    }
-
     /// The host folders the operator allows TaskSpecs (`workspaces:`, `mounts:`).
     pub fn path_grants(&self) -> &host_paths::PathGrants {
         &self.path_grants

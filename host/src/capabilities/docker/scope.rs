@@ -27,6 +27,7 @@ use crate::capabilities::scope::{
     set, typed_entry, Base, Compared, FlagItem, Patterns, Scope, ScopeDenial, ScopeError,
     ScopeShape,
 };
+use crate::home_path::absolute_host_path;
 
 /// `docker:` of a plugin's entry in grants.yaml.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -137,13 +138,10 @@ fn absolute_folders(key: &str, folders: &[String]) -> Result<Vec<PathBuf>, Scope
     folders
         .iter()
         .map(|folder| {
-            let bad = |message: String| ScopeError::bad_pattern(key, folder, message);
-            let expanded = crate::taskspec::expand_home(folder, &env).map_err(bad)?;
-            if expanded.starts_with('/') {
-                Ok(PathBuf::from(expanded))
-            } else {
-                Err(bad("write an absolute path or one starting with ~/".into()))
-            }
+            absolute_host_path(folder, &env).map_err(|message| ScopeError {
+                key: key.to_string(),
+                message: format!("{folder:?} {message}"),
+            })
         })
         .collect()
 }

@@ -6,7 +6,7 @@ use wasmtime::component::{HasSelf, Linker};
 
 use super::cgroup::{Cgroup, CgroupError};
 use crate::capabilities::scope::ScopeShape;
-use crate::capabilities::HostCapability;
+use crate::capabilities::{HostCapability, Reclaimed};
 use crate::runtime::PluginState;
 
 pub struct Process;
@@ -28,16 +28,21 @@ impl HostCapability for Process {
         Some(&super::scope::Shape)
     }
     /// Kills and removes the run's sandbox cgroups (named after the run's id).
-    fn reap_run(&self, run_id: &str, dry_run: bool) -> Result<Vec<String>, String> {
+    fn reap_run(&self, run_id: &str, dry_run: bool) -> Option<Result<Reclaimed, String>> {
         let prefix = format!("{run_id}-");
-        if dry_run {
-            return Ok(vec![format!("{prefix}*")]);
-        }
-        match Cgroup::reclaim(&prefix) {
-            Ok(names) => Ok(names),
-            // No cgroups on this machine: the run could not have made any.
-            Err(CgroupError::Unavailable { .. }) => Ok(Vec::new()),
-            Err(e) => Err(format!("removing its cgroups: {e}")),
-        }
+        let names = if dry_run {
+            Ok(vec![format!("{prefix}*")])
+        } else {
+            match Cgroup::reclaim(&prefix) {
+                Ok(names) => Ok(names),
+                // No cgroups on this machine: the run could not have made any.
+                Err(CgroupError::Unavailable { .. }) => Ok(Vec::new()),
+                Err(e) => Err(format!("removing its cgroups: {e}")),
+            }
+        };
+        Some(names.map(|names| Reclaimed {
+            kind: "cgroups",
+            names,
+        }))
     }
 }

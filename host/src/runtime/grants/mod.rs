@@ -27,13 +27,14 @@ mod read;
 mod refusal;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_yaml::Value;
 
 use super::host_paths::PathGrants;
 use crate::capabilities::scope::{Base, ScopeError, Scopes};
 use crate::capabilities::{Capability, HostSections};
+use crate::home_path::absolute_host_path;
 
 pub use builtin::{base_url_variables, builtin_granted, kind_capabilities};
 pub use imports::{classify_import, classify_imports, Import, ImportKind, Imports};
@@ -157,7 +158,7 @@ pub enum GrantsError {
     BadFlagScope { flag: String, source: ScopeError },
     #[error("{variable}: {message}")]
     BadBaseUrl { variable: String, message: String },
-    #[error("the grants file {path}: {key}: {entry:?} {message}; write an absolute path or one starting with ~/")]
+    #[error("the grants file {path}: {key}: {entry:?} {message}")]
     BadFolder {
         path: String,
         key: String,
@@ -213,18 +214,12 @@ impl Grants {
             entries
                 .iter()
                 .map(|entry| {
-                    let bad = |message: String| GrantsError::BadFolder {
+                    absolute_host_path(entry, &env).map_err(|message| GrantsError::BadFolder {
                         path: path.display().to_string(),
                         key: key.to_string(),
                         entry: entry.clone(),
                         message,
-                    };
-                    let expanded = crate::taskspec::expand_home(entry, &env).map_err(bad)?;
-                    if expanded.starts_with('/') {
-                        Ok(PathBuf::from(expanded))
-                    } else {
-                        Err(bad("is not an absolute path".into()))
-                    }
+                    })
                 })
                 .collect::<Result<Vec<_>, _>>()
         };
@@ -386,4 +381,3 @@ pub enum PinMismatch {
     #[error("the grant for it is pinned to digest {pinned} but this component's digest is {actual}; change the pin to {actual} or remove it")]
     Digest { pinned: String, actual: String },
 }
-
