@@ -10,6 +10,7 @@
 
 use std::any::Any;
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::{Arc, LazyLock};
 
 use serde_yaml::Value;
@@ -55,6 +56,11 @@ pub trait HostCapability: Sync {
     /// host-wide section, when the operator wrote one).
     fn run_state(&self, _section: Option<&Value>) -> Option<Arc<dyn Any + Send + Sync>> {
         None
+    }
+    /// Host paths no TaskSpec may name and no sandbox may bind, whatever the operator
+    /// allows, with why (`docker`: the engine's local socket).
+    fn guarded_paths(&self) -> Vec<(PathBuf, &'static str)> {
+        Vec::new()
     }
     /// The kind of host object `id` is when this capability created it for the run
     /// (`container`), so the run's record can name it.

@@ -335,7 +335,10 @@ mod tests {
             user_home: None,
             temp: std::env::temp_dir(),
             agentgate_home: "/nonexistent/agentgate-home".into(),
-            engine_socket: socket.or(Some("/var/run/docker.sock".into())),
+            guarded: vec![(
+                socket.unwrap_or_else(|| "/var/run/docker.sock".into()),
+                crate::capabilities::docker::unit::ENGINE_SOCKET,
+            )],
         };
         BindScope::new(run_folders, Arc::new(HostPaths::new(&grants, &host)))
     }

@@ -3,6 +3,7 @@
 //! [`DockerGrant`]; the containers it made for a run are the host objects it names.
 
 use std::any::Any;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_yaml::Value;
@@ -15,6 +16,10 @@ use crate::capabilities::{HostCapability, RunContext};
 use crate::runtime::PluginState;
 
 pub struct Docker;
+
+/// Why the engine's socket is guarded.
+pub(super) const ENGINE_SOCKET: &str =
+    "the Docker engine's socket, which gives the host to whoever holds it";
 
 impl HostCapability for Docker {
     fn name(&self) -> &'static str {
@@ -53,6 +58,12 @@ impl HostCapability for Docker {
             .and_then(|s| DockerGrant::read(s).ok())
             .unwrap_or_default();
         Some(Arc::new(grant))
+    }
+    fn guarded_paths(&self) -> Vec<(PathBuf, &'static str)> {
+        super::local_socket()
+            .map(|socket| (socket, ENGINE_SOCKET))
+            .into_iter()
+            .collect()
     }
     fn host_object(&self, run: &RunContext, id: &str) -> Option<&'static str> {
         Container::of_run(&run.run_id, id).ok().map(|_| "container")
