@@ -506,3 +506,32 @@ fn grant_flags_carry_scopes() {
         "{text}"
     );
 }
+
+#[test]
+fn an_entry_from_elsewhere_reads_as_a_file_entry_and_is_granted_once() {
+    let mut grants = Grants::default();
+    let entry: serde_yaml::Value =
+        serde_yaml::from_str("capabilities: [events, docker]\ndocker: {images: [\"node:20\"]}\n")
+            .unwrap();
+    grants
+        .add_entry("p", entry.clone(), "plugins.lock")
+        .unwrap();
+    assert_eq!(
+        shown(&grants.granted("p", "1", "x"), "docker")["images"],
+        serde_json::json!(["node:20"])
+    );
+    let text = grants
+        .add_entry("p", entry, "plugins.lock")
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("granted both"), "{text}");
+    let bad: serde_yaml::Value = serde_yaml::from_str("docker: {image: [x]}\n").unwrap();
+    let text = grants
+        .add_entry("q", bad, "plugins.lock")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("plugins.lock") && text.contains("unknown field `image`"),
+        "{text}"
+    );
+}

@@ -156,6 +156,8 @@ pub enum GrantsError {
     },
     #[error("--grant {flag:?}: {source}")]
     BadFlagScope { flag: String, source: ScopeError },
+    #[error("plugin {plugin} is granted both in the grants file and in {origin}; remove its grants.yaml entry (an installed plugin's grant is the one consented to at install) or `agentgate plugins remove {plugin}`")]
+    GrantedTwice { plugin: String, origin: String },
     #[error("{variable}: {message}")]
     BadBaseUrl { variable: String, message: String },
     #[error("the grants file {path}: {key}: {entry:?} {message}")]
@@ -202,6 +204,31 @@ impl Grants {
             check_entry(&path.display().to_string(), plugin, grant)?;
         }
         Ok(grants)
+    }
+
+    /// Adds the grant of plugin `name` from elsewhere than the grants file (the
+    /// marketplace's plugins.lock, named by `origin`), read and checked by the same
+    /// code as the file's entries. A plugin granted in two places is refused: which
+    /// grant holds would be a guess.
+    pub fn add_entry(
+        &mut self,
+        name: &str,
+        entry: serde_yaml::Value,
+        origin: &str,
+    ) -> Result<(), GrantsError> {
+        if self.plugins.contains_key(name) {
+            return Err(GrantsError::GrantedTwice {
+                plugin: name.to_string(),
+                origin: origin.to_string(),
+            });
+        }
+        let grant: Grant = serde_yaml::from_value(entry).map_err(|source| GrantsError::Parse {
+            path: origin.to_string(),
+            source,
+        })?;
+        check_entry(origin, name, &grant)?;
+        self.plugins.insert(name.to_string(), grant);
+        Ok(())
     }
 
     /// Expands `workspaces:` and `mounts:` into [`Grants::paths`]; folders a host-wide
