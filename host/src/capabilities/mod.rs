@@ -1,34 +1,63 @@
-//! The host side of each WIT host interface, and nothing else.
+//! The host capabilities: each folder is one unit, and nothing else.
 //!
-//! Each module implements one capability (`process`, `execution`, `events`, `sandbox`,
-//! `docker`, `git`, `github`) for [`PluginState`](crate::runtime::PluginState). A
-//! plugin can only reach a module whose interface it imports and was granted; the
-//! runtime checks that at load. What all of them act on is the plugin's [`RunContext`];
-//! what they report goes into the run record ([`crate::record`]).
+//! A capability (`events`, `process`, `docker`, `git`, `github`, `sandbox`, `http`)
+//! implements its WIT interface for [`PluginState`](crate::runtime::PluginState) and
+//! the one trait [`HostCapability`] (its `unit.rs`), through which the runtime links
+//! it, reads and shows its operator scope, makes its per-run state, and `gc` reclaims
+//! what it left; [`ALL`] lists them. A plugin can only reach a capability whose
+//! interface it imports and was granted; the runtime checks that at load. What all of
+//! them act on is the plugin's [`RunContext`]; what they report goes into the run
+//! record ([`crate::record`]). `execution` is not a capability: it is the handle type
+//! the `process`, `docker` and `sandbox` capabilities hand out.
 
 pub mod docker;
 pub mod events;
 pub mod execution;
 pub mod git;
 pub mod github;
+#[cfg(test)]
+mod grants_tests;
+pub mod http;
 pub mod process;
 pub mod sandbox;
+pub mod scope;
+mod unit;
 
+use std::any::Any;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::record::EventSink;
-use crate::runtime::grants::DockerGrant;
 use crate::runtime::host_paths::BindScope;
 
 pub use sandbox::SandboxBroker;
+pub use unit::{Capability, HostCapability, Reclaimed};
 
-/// The run a plugin store works for.
+/// Every capability of this host, in the order they are listed to users. Adding a
+/// capability adds its line here.
+pub static ALL: &[&dyn HostCapability] = &[
+    &events::unit::Events,
+    &process::unit::Process,
+    &docker::unit::Docker,
+    &git::unit::Git,
+    &github::unit::Github,
+    &sandbox::unit::Sandbox,
+    &http::unit::Http,
+];
+
+/// The host-wide sections of `grants.yaml` the operator wrote, by capability (see
+/// [`HostCapability::host_section_fields`]).
+pub type HostSections = BTreeMap<Capability, serde_yaml::Value>;
+
+/// The run a plugin store works for: what the engine tells every capability about the
+/// run (its id, events, the folders its sandbox may bind, the folders its workspace
+/// source may act in, its sandbox), and each capability's own per-run state.
 pub struct RunContext {
     pub run_id: String,
     pub events: Arc<EventSink>,
-    /// The operator's allowances for containers, from `grants.yaml`.
-    pub docker: DockerGrant,
+    /// Each capability's per-run state ([`HostCapability::run_state`]), by name.
+    states: BTreeMap<&'static str, Arc<dyn Any + Send + Sync>>,
     /// What a sandbox may bind: the folders the host gave this run's sandbox
     /// (workspace, state) and what the operator allows for mounts. Unset, nothing.
     bind_scope: OnceLock<BindScope>,
@@ -36,24 +65,29 @@ pub struct RunContext {
     /// False while a plugin is only being described: no host interface may act then.
     active: bool,
     exec_ids: AtomicU64,
-    /// Directories the `git` capability may act under (see [`RunContext::allow_repo_root`]).
+    /// Directories the run's repositories may be in (see [`RunContext::allow_repo_root`]).
     repo_roots: std::sync::Mutex<Vec<std::path::PathBuf>>,
-    /// The URL each repository of this run was cloned from, recorded at the clone.
-    git_origins: git::Origins,
 }
 
 impl RunContext {
-    pub fn new(run_id: String, events: Arc<EventSink>, docker: DockerGrant) -> Arc<RunContext> {
+    /// The context of run `run_id`; `sections` are the operator's host-wide sections
+    /// each capability makes its per-run state from.
+    pub fn new(run_id: String, events: Arc<EventSink>, sections: HostSections) -> Arc<RunContext> {
+        let states = Capability::all()
+            .filter_map(|c| {
+                let state = c.unit().run_state(sections.get(&c))?;
+                Some((c.name(), state))
+            })
+            .collect();
         Arc::new(RunContext {
             run_id,
             events,
-            docker,
+            states,
             bind_scope: OnceLock::new(),
             broker: OnceLock::new(),
             active: true,
             exec_ids: AtomicU64::new(0),
             repo_roots: Default::default(),
-            git_origins: Default::default(),
         })
     }
 
@@ -62,14 +96,24 @@ impl RunContext {
         Arc::new(RunContext {
             run_id: String::new(),
             events: Arc::new(EventSink::discard()),
-            docker: DockerGrant::default(),
+            states: BTreeMap::new(),
             bind_scope: OnceLock::new(),
             broker: OnceLock::new(),
             active: false,
             exec_ids: AtomicU64::new(0),
             repo_roots: Default::default(),
-            git_origins: Default::default(),
         })
+    }
+
+    /// The per-run state of type `S` its capability made, if it made one.
+    pub(crate) fn state<S: Any + Send + Sync>(&self) -> Option<&S> {
+        self.states.values().find_map(|s| s.downcast_ref::<S>())
+    }
+
+    /// The kind of host object (`container`) `id` is, when a capability created it for
+    /// this run; `None` for anything else.
+    pub fn host_object(&self, id: &str) -> Option<&'static str> {
+        Capability::all().find_map(|c| c.unit().host_object(self, id))
     }
 
     /// Traps the calling plugin when host interfaces are not available.
@@ -106,8 +150,8 @@ impl RunContext {
         self.bind_scope.get().cloned().unwrap_or_default()
     }
 
-    /// Lets the `git` capability clone into or open repositories under `dir` (the
-    /// workspace request's scratch dir, the prepared workspace). Nothing else.
+    /// Lets capabilities clone into or open repositories under `dir` (the workspace
+    /// request's scratch dir, the prepared workspace). Nothing else.
     pub fn allow_repo_root(&self, dir: &std::path::Path) {
         if let Ok(dir) = dir.canonicalize() {
             self.repo_roots.lock().unwrap().push(dir);
@@ -116,10 +160,6 @@ impl RunContext {
 
     pub(crate) fn repo_roots(&self) -> Vec<std::path::PathBuf> {
         self.repo_roots.lock().unwrap().clone()
-    }
-
-    pub(crate) fn git_origins(&self) -> &git::Origins {
-        &self.git_origins
     }
 }
 

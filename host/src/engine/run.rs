@@ -206,7 +206,7 @@ async fn start(
         runtime,
         spec: &request.spec,
         plugins,
-        ctx: RunContext::new(run_id, events.clone(), runtime.docker_grant().clone()),
+        ctx: runtime.run_context(run_id, events.clone()),
         host_paths,
         events,
         redactor,
@@ -495,7 +495,10 @@ impl Run<'_> {
                 return Err(Outcome::plugin(error));
             }
         };
-        let container_id = (spec.provider == "docker").then(|| summary.id.clone());
+        // The seed's SandboxInfo names the container a sandbox is: the id is one when
+        // the capability that made it for this run says so.
+        let container_id =
+            (self.ctx.host_object(&summary.id) == Some("container")).then(|| summary.id.clone());
         if let Err(e) = self
             .tracker
             .sandbox_created(&summary.id, container_id.as_deref())

@@ -17,8 +17,10 @@ pub mod landlock;
 mod memfd;
 mod network;
 mod pump;
+mod scope;
 mod sealed;
 pub mod seccomp;
+pub mod unit;
 mod userns;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -37,6 +39,7 @@ use crate::runtime::bindings::process::{Host, SpawnRequest};
 use crate::runtime::bindings::types::{Error, NetworkMode, ResourceUsage};
 use crate::runtime::host_paths::BindScope;
 use crate::runtime::PluginState;
+use scope::ProcessScope;
 
 use cgroup::{Cgroup, CgroupError, CgroupLimits};
 pub use isolation::{default_limits, Isolation};
@@ -509,12 +512,13 @@ impl PluginState {
         if !matches!(launch.isolation, Isolation::Host) {
             return Ok(());
         }
-        let scope = &self.scopes.process;
-        if scope.unsealed && scope.programs == crate::runtime::scopes::Patterns::Any {
+        // A store without the scope (never granted) reaches nothing: fail closed.
+        let scope = (self.scopes.of::<ProcessScope>().cloned()).unwrap_or_else(scope::narrowest);
+        if scope.allows_any_unsealed() {
             return Ok(());
         }
         let resolved = which(&launch.argv[0]).unwrap_or_else(|| launch.argv[0].clone());
-        self.scopes
+        scope
             .check_unsealed(&self.plugin, &resolved)
             .map_err(|d| self.scope_denied(d))?;
         launch.program = resolved;
