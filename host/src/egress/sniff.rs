@@ -65,13 +65,33 @@ async fn check(
         let sni = client_hello_sni(stream, buffer, max).await?;
         return check_sni(sni.as_deref(), target);
     }
-    if buffer[0].is_ascii_uppercase() {
-        return check_http(stream, buffer, target, max).await;
+    loop {
+        match http_request_line(buffer) {
+            Some(true) => return check_http(stream, buffer, target, max).await,
+            Some(false) => {
+                return Err(Mismatch {
+                    code: "not-tls-or-http",
+                    detail: "the tunnel carries neither TLS nor HTTP; other protocols are \
+                             not forwarded"
+                        .into(),
+                });
+            }
+            None => read_more(stream, buffer, max).await?,
+        }
     }
-    Err(Mismatch {
-        code: "not-tls-or-http",
-        detail: "the tunnel carries neither TLS nor HTTP; other protocols are not forwarded".into(),
-    })
+}
+
+/// Whether `buffer` starts with an HTTP/1.x request line; `None` until that is known.
+fn http_request_line(buffer: &[u8]) -> Option<bool> {
+    let method_len = buffer.iter().take_while(|b| b.is_ascii_uppercase()).count();
+    match buffer.get(method_len) {
+        None if method_len < 16 => return None,
+        Some(b' ') if (1..16).contains(&method_len) => {}
+        _ => return Some(false),
+    }
+    let line_end = buffer.windows(2).position(|w| w == b"\r\n")?;
+    let line = &buffer[..line_end];
+    Some(line.ends_with(b" HTTP/1.1") || line.ends_with(b" HTTP/1.0"))
 }
 
 async fn read_more(
