@@ -235,12 +235,13 @@ async fn connect_and_tls_to_an_allowed_name_is_relayed_and_counted() {
             .dns
             .queries()
             .iter()
-            .filter(|q| *q == "api.test")
+            .filter(|q| *q == "api.test A")
             .count(),
         1,
-        "resolved once: {:?}",
+        "one lookup (A and AAAA), no second one: {:?}",
         world.dns.queries()
     );
+    let events = world.egress_events();
     let report = world.proxy.stop().await;
     let [destination] = &report.destinations[..] else {
         panic!("{report:#?}")
@@ -257,7 +258,6 @@ async fn connect_and_tls_to_an_allowed_name_is_relayed_and_counted() {
     );
     assert!(destination.bytes_up > 38, "{report:#?}");
     assert!(report.refused.is_empty());
-    let events = world.egress_events();
     assert_eq!(events.len(), 1, "{events:#?}");
     assert!(
         events[0].2 && events[0].3.contains("127.0.0.3"),
@@ -449,7 +449,7 @@ async fn ipv6_literals_not_listed_are_refused() {
             .await;
         assert_403(&response, "not-allowed");
     }
-    world.assert_refused("::1", Some(443), "not-allowed");
+    world.assert_refused("[::1]", Some(443), "not-allowed");
     // The mapped form is the IPv4 address it carries.
     world.assert_refused("127.0.0.1", Some(443), "not-allowed");
 }

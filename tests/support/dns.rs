@@ -60,7 +60,7 @@ impl TestDns {
         self.address
     }
 
-    /// The names asked so far, without the trailing dot.
+    /// The questions so far, `name TYPE` (`api.test A`), names without the trailing dot.
     pub fn queries(&self) -> Vec<String> {
         self.queries.lock().unwrap().clone()
     }
@@ -84,7 +84,9 @@ fn answer(
         .to_ascii()
         .trim_end_matches('.')
         .to_lowercase();
-    seen.lock().unwrap().push(name.clone());
+    seen.lock()
+        .unwrap()
+        .push(format!("{name} {}", question.query_type()));
     let mut response = Message::response(query.metadata.id, query.metadata.op_code);
     response.metadata.message_type = MessageType::Response;
     response.metadata.recursion_desired = query.metadata.recursion_desired;
