@@ -253,7 +253,8 @@ impl Shared {
                 host,
                 port,
                 allowed: false,
-                reason: format!("{}: {}", refusal.code, refusal.detail),
+                // The detail may quote what the client sent.
+                reason: format!("{}: {}", refusal.code, printable(&refusal.detail)),
             },
         );
     }

@@ -3,9 +3,10 @@
 //!
 //! The head is read with a size bound and parsed by httparse. An absolute-form request
 //! is forwarded in origin form with its hop-by-hop proxy headers removed and
-//! `Connection: close`, so one client connection carries one request to one checked
-//! destination (an `Upgrade` keeps its `Connection: upgrade`: after the switch the
-//! connection is a tunnel to the same destination).
+//! `Connection: close`, so the upstream answers one request and closes; whatever the
+//! client sends after the head goes to the same checked destination, never to another
+//! (an `Upgrade` keeps its `Connection: upgrade`: after the switch the connection is a
+//! tunnel to the same destination).
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
