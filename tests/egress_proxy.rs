@@ -266,6 +266,28 @@ async fn connect_and_tls_to_an_allowed_name_is_relayed_and_counted() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_a_listed_address_without_sni_is_relayed() {
+    let ca = TestCa::new();
+    // A certificate for the address itself: rustls sends no SNI to an IP literal.
+    let upstream = Upstream::https(ip("127.0.0.3"), &ca, &["127.0.0.3"], 100);
+    let port = upstream.port();
+    let world = world(&[format!("127.0.0.3:{port}")]).await;
+    let mut client = world.client().await;
+    client
+        .write_all(format!("CONNECT 127.0.0.3:{port} HTTP/1.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    assert!(read_head(&mut client).await.starts_with("HTTP/1.1 200 "));
+    let mut tls = tls_client(client, &ca, "127.0.0.3").await.unwrap();
+    tls.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.3\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(read_all(&mut tls).await.ends_with(&"x".repeat(100)));
+    assert_eq!(world.proxy.report().destinations[0].connections, 1);
+    assert!(world.dns.queries().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_http_absolute_form_is_forwarded_with_exact_byte_counts() {
     let upstream = Upstream::http(ip("127.0.0.2"), 12345);
     let port = upstream.port();
