@@ -622,6 +622,10 @@ async fn garbage_and_slow_clients_are_bounded_and_the_proxy_keeps_serving() {
         }
         let mut client = world.client().await;
         let _ = client.write_all(&bytes).await;
+        if round % 2 == 1 && round > 1 {
+            // A head cut short by the client (round 1 waits for the timeout instead).
+            let _ = client.shutdown().await;
+        }
         let answer = read_all(&mut client).await;
         assert!(answer.starts_with("HTTP/1.1 403 "), "{answer:?}");
     }
