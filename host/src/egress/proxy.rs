@@ -38,6 +38,10 @@ use crate::record::{EventBody, EventSink};
 /// exhausts only this source's event budget, never the host's.
 pub const EVENT_SOURCE: &str = "host:egress";
 
+/// Bytes read at once in each direction of a relay: large reads keep a bulk download's
+/// syscalls few (see bench/egress_proxy.sh).
+const RELAY_BUFFER: usize = 128 * 1024;
+
 /// Bounds on what one client may make the proxy hold.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -499,8 +503,8 @@ async fn relay(
     traffic
         .bytes_up
         .fetch_add(first.len() as u64, Ordering::Relaxed);
-    let mut up = vec![0u8; 64 * 1024];
-    let mut down = vec![0u8; 64 * 1024];
+    let mut up = vec![0u8; RELAY_BUFFER];
+    let mut down = vec![0u8; RELAY_BUFFER];
     let (mut client_open, mut upstream_open) = (true, true);
     while client_open || upstream_open {
         tokio::select! {
