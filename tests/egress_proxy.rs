@@ -710,3 +710,18 @@ async fn stop_closes_open_tunnels_and_removes_the_socket() {
     assert_eq!(read_all(&mut client).await, "", "the open tunnel is closed");
     assert!(!socket.exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowed_name_that_does_not_resolve_is_refused() {
+    let world = world(&["missing.test:443".to_string()]).await;
+    let response = world
+        .exchange("CONNECT missing.test:443 HTTP/1.1\r\n\r\n")
+        .await;
+    assert_403(&response, "resolve-failed");
+    world.assert_refused("missing.test", Some(443), "resolve-failed");
+    assert!(world
+        .dns
+        .queries()
+        .iter()
+        .any(|q| q.starts_with("missing.test ")));
+}
