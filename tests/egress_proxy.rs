@@ -725,3 +725,29 @@ async fn an_allowed_name_that_does_not_resolve_is_refused() {
         .iter()
         .any(|q| q.starts_with("missing.test ")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_tunnel_is_closed() {
+    let upstream = Upstream::http(ip("127.0.0.2"), 0);
+    let port = upstream.port();
+    let limits = Limits {
+        idle_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let world = world_with(
+        &[format!("127.0.0.2:{port}")],
+        OperatorCap::default(),
+        limits,
+    )
+    .await;
+    let mut client = world.client().await;
+    client
+        .write_all(format!(
+            "GET http://127.0.0.2:{port}/ws HTTP/1.1\r\nHost: 127.0.0.2:{port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+        ).as_bytes())
+        .await
+        .unwrap();
+    assert!(read_head(&mut client).await.starts_with("HTTP/1.1 101 "));
+    // Nothing moves either way: the proxy closes the tunnel (read_all waits 20 s at most).
+    assert_eq!(read_all(&mut client).await, "");
+}

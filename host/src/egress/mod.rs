@@ -14,7 +14,7 @@
 //!   refused unless that exact address is listed, and the proxy dials the address it
 //!   resolved, so a second answer (DNS rebinding) never matters;
 //! - the first bytes of a tunnel must name the same host: a TLS ClientHello's SNI, or
-//!   a plain HTTP request's `Host` ([`sniff`]);
+//!   a plain HTTP request's `Host` (module `sniff`);
 //! - every decision is an `egress` event, and [`EgressReport`] counts connections and
 //!   bytes per destination and the refused attempts, for `result.json`.
 //!
