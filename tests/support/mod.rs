@@ -356,8 +356,10 @@ pub fn assert_mount_tables_hide(workspace: &Path, host_paths: &[&str]) {
 }
 
 pub mod anthropic;
+pub mod dns;
 pub mod http;
 pub mod oci_registry;
 pub mod openai_responses;
 pub mod polyglot;
 pub mod unprivileged;
+pub mod upstream;
