@@ -566,7 +566,9 @@ fn a_refused_host_push_names_the_recorded_url() {
         "{}",
         stderr(&output)
     );
-    // A release that fails is a cleanup error: in result.json, not in the exit code.
+    // A release that fails means the work was not delivered: the run is an error.
+    assert_eq!(home.result()["status"], "error");
+    assert_ne!(output.status.code(), Some(0));
     let error = home.result()["error"]
         .as_str()
         .unwrap_or_default()

@@ -630,6 +630,9 @@ fn assert_push_refused(home: &Home, finished: &Finished, remote: &str, allow: &s
             .is_some_and(|e| e.contains("release failed") && e.contains("git.push")),
         "{result}"
     );
+    // The work was not delivered: the run did not succeed, and its exit code says so.
+    assert_eq!(result["status"], "error", "{result}");
+    assert_ne!(finished.code, 0, "{}", finished.said);
     assert_denied(
         home,
         finished,

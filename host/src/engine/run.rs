@@ -616,10 +616,13 @@ impl Run<'_> {
             info.duration_ms = started.elapsed().as_millis() as u64;
         }
         let (changes, changes_problem) = self.collect_changes();
+        // A source releases what the run made (a push, a pull request): when that fails
+        // the work was not delivered, so the run did not succeed.
+        let mut release_problem = None;
         if let Some((mut source, prepared)) = self.source.take() {
             let deadline = Instant::now() + Duration::from_secs(30);
             if let Err(e) = source.release(&prepared, deadline).await {
-                cleanup_errors.push(e.to_string());
+                release_problem = Some(format!("releasing the workspace: {e}"));
             }
             self.folder
                 .append_plugin_log(self.plugins.source.name(), &source.plugin_stdio());
@@ -640,8 +643,8 @@ impl Run<'_> {
 
         let mut result = self.result(outcome, changes, cleanup_errors);
         // A run whose changes are unknown, or were made to a root it then moved away,
-        // is not a success.
-        if let Some(problem) = changes_problem {
+        // or whose work its source could not release, is not a success.
+        for problem in [changes_problem, release_problem].into_iter().flatten() {
             result.error = Some(match result.error.take() {
                 Some(error) => format!("{error}; {problem}"),
                 None => problem,
