@@ -143,6 +143,15 @@ pub async fn collect(
             report.live.push(row.run_id);
         }
     }
+    // An owner marks its run finished before it exits. Read the rows again now that
+    // their owners were seen dead: a run that ended between the first read and the
+    // liveness check is finished, not an orphan, and nothing of it may be reaped.
+    let still_running: BTreeSet<String> = registry
+        .runs(false)?
+        .into_iter()
+        .map(|row| row.run_id)
+        .collect();
+    orphans.retain(|row| still_running.contains(&row.run_id));
 
     // One store per provider, for every orphan that used it.
     let mut providers: BTreeMap<String, Provider> = BTreeMap::new();

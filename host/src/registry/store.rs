@@ -379,11 +379,12 @@ impl Registry {
         Ok(())
     }
 
-    /// The sandbox is gone: `destroyed` by its run, or `reaped` by gc.
+    /// The sandbox is gone: `destroyed` by its run, or `reaped` by gc. A sandbox its
+    /// run destroyed stays `destroyed`.
     pub fn sandbox_ended(&self, run_id: &str, state: &str) -> Result<(), RegistryError> {
         self.conn
             .execute(
-                "UPDATE sandboxes SET state = ?2 WHERE run_id = ?1",
+                "UPDATE sandboxes SET state = ?2 WHERE run_id = ?1 AND state <> 'destroyed'",
                 params![run_id, state],
             )
             .map_err(|e| self.error(e))?;
