@@ -27,7 +27,11 @@ fn wit_digests(dir: &Path) -> BTreeMap<String, String> {
             if path.is_dir() {
                 walk(root, &path, out);
             } else if path.extension().is_some_and(|e| e == "wit") {
-                let relative = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                let relative = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
                 let digest = hex::encode(Sha256::digest(std::fs::read(&path).unwrap()));
                 out.insert(relative, digest);
             }
@@ -185,5 +189,28 @@ fn a_plugin_built_against_the_oldest_line_loads_describes_and_runs() {
             .contains("line-0-1-0-driver 1.0.0 ran task"),
         "{}",
         home.log("events.ndjson")
+    );
+}
+
+/// A component built against a line the host does not link (here `0.2.0`) is refused
+/// at load with a message naming the line it was built for and the supported ones,
+/// not with a linker error.
+#[test]
+fn a_plugin_built_against_an_unknown_line_is_refused_naming_the_supported_lines() {
+    let home = Home::new();
+    let plugins = home.dir.path().join("third-party");
+    std::fs::create_dir(&plugins).unwrap();
+    let fixture =
+        repo_root().join("tests/fixtures/wit-lines/0.1.0/driver-for-unknown-line-0.2.0.wasm");
+    std::fs::copy(fixture, plugins.join("line-0-2-0-driver.wasm")).unwrap();
+    let out = home.agentgate(&["plugins", "list", "--plugin-dir", plugins.to_str().unwrap()]);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(
+        text.contains("it was built against agentgate:plugin@0.2.0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("this host links agentgate:plugin@0.1.0"),
+        "{text}"
     );
 }
