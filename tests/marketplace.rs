@@ -825,3 +825,72 @@ fn polyglot_driver_is_published_installed_and_run(driver: &str) {
     );
     assert_eq!(result["plugins"]["agent"]["digest"], wasm.as_str());
 }
+
+/// `plugins update` moves to a newer semver tag: 1.0.0 is installed and run, 1.1.0 (a
+/// second build, reporting 1.1.0) is published under its own tag, and after `update`
+/// the lockfile and the run use 1.1.0. The plugin is the committed driver built
+/// against the oldest contract line (tests/fixtures/wit-lines).
+#[test]
+fn update_moves_to_a_newer_semver_tag() {
+    let market = Market::new();
+    let name = "line-0-1-0-driver";
+    let reference = |version: &str| format!("{}/acme/{name}:{version}", market.registry.address);
+    let digest_of = |version: &str| {
+        let wasm = std::fs::read(support::oldest_line_driver(version)).unwrap();
+        format!("sha256:{}", hex::encode(sha2::Sha256::digest(wasm)))
+    };
+    let run = |expected: &str| {
+        let workspace = tempfile::tempdir().unwrap();
+        let spec = task_spec(
+            "update",
+            "updated",
+            &local_subprocess(
+                workspace.path(),
+                false,
+                "60s",
+                "agent:\n  driver: line-0-1-0\n",
+            ),
+        );
+        let path = market.operator.dir.path().join("task.yaml");
+        std::fs::write(&path, spec).unwrap();
+        std::fs::remove_dir_all(market.operator.dir.path().join("runs")).ok();
+        let out = market.operator.agentgate(&["run", path.to_str().unwrap()]);
+        let result = market.operator.result();
+        assert_eq!(result["status"], "succeeded", "{}", stderr(&out));
+        assert_eq!(result["plugins"]["agent"]["version"], expected);
+        assert_eq!(
+            result["plugins"]["agent"]["digest"],
+            digest_of(expected).as_str()
+        );
+        let written = std::fs::read_to_string(workspace.path().join("line-0.1.0.txt")).unwrap();
+        assert_eq!(
+            written,
+            format!("{expected}\nupdated\n"),
+            "the {expected} build ran"
+        );
+    };
+
+    ok(market.publish_file(&support::oldest_line_driver("1.0.0"), &reference("1.0.0")));
+    ok(market.install(&reference("1.0.0")));
+    assert_eq!(market.locked("version"), "1.0.0");
+    run("1.0.0");
+
+    // Nothing newer yet: update keeps 1.0.0.
+    ok(market.operator.agentgate(&["plugins", "update", name]));
+    assert_eq!(market.locked("version"), "1.0.0");
+
+    ok(market.publish_file(&support::oldest_line_driver("1.1.0"), &reference("1.1.0")));
+    // The lock holds until update.
+    run("1.0.0");
+    ok(market.operator.agentgate(&["plugins", "update", name]));
+    assert_eq!(market.locked("version"), "1.1.0");
+    assert_eq!(market.locked("reference"), reference("1.1.0"));
+    assert_eq!(market.locked("wasm"), digest_of("1.1.0"));
+    assert_eq!(
+        market.locked("manifest"),
+        market.manifest_of(&reference("1.1.0"))
+    );
+    assert_eq!(market.locked("wit"), "0.1.0");
+    assert_eq!(market.lockfile()["plugin"].as_array().unwrap().len(), 1);
+    run("1.1.0");
+}

@@ -22,6 +22,16 @@ pub fn builtin_component(crate_name: &str) -> PathBuf {
         .join(format!("{crate_name}.wasm"))
 }
 
+/// The committed driver built against the oldest line the host supports, in the
+/// version `version` (`1.0.0` or `1.1.0`): see `tests/fixtures/wit-lines`.
+pub fn oldest_line_driver(version: &str) -> PathBuf {
+    let oldest = agentgate::runtime::bindings::SUPPORTED_LINES[0].version;
+    repo_root()
+        .join("tests/fixtures/wit-lines")
+        .join(oldest)
+        .join(format!("driver-{version}.wasm"))
+}
+
 /// A plugin folder holding a copy of the built-in `crate_name`: see
 /// [`builtin_component`].
 pub fn third_party_copy(crate_name: &str) -> tempfile::TempDir {

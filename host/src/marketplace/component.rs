@@ -65,13 +65,11 @@ pub async fn describe(wasm: &[u8], cache: &CacheSettings) -> Result<ComponentFac
         .iter()
         .map(|i| (i.name.clone(), i.grants()))
         .collect();
-    let wit = plugin
-        .imports()
-        .interfaces
-        .iter()
-        .find_map(|i| i.name.strip_prefix("agentgate:plugin/"))
-        .and_then(|rest| rest.split_once('@'))
-        .map_or_else(|| "none".to_string(), |(_, version)| version.to_string());
+    let wit = crate::runtime::bindings::line_of(
+        plugin.imports().interfaces.iter().map(|i| i.name.as_str()),
+    )
+    .map_err(|e| MarketError::Input(format!("it is not a plugin this host can load: {e}")))?
+    .map_or_else(|| "none".to_string(), |line| line.version.to_string());
     Ok(ComponentFacts {
         name: plugin.name().to_string(),
         version: plugin.info().version.clone(),

@@ -1,92 +1,230 @@
-//! Host-side bindings for the WIT contract `agentgate:plugin@0.1.0`.
+//! Host-side bindings for the WIT contract `agentgate:plugin`, one module per supported
+//! line, and the list of those lines.
 //!
-//! The `host` world generates every host interface once; the three plugin worlds reuse
-//! those types through `with`, so a value (an `execution`, an `error`) means the same
-//! Rust type whichever world it crosses.
+//! A plugin published to a marketplace is compiled against one package version and must
+//! keep loading on later hosts. Each released version is frozen in `wit/frozen/<version>`
+//! (checked by `tests/wit_lines.rs`) and bound here from that folder, never from the
+//! development head `wit/`: what the host links for a line cannot drift when the head
+//! moves. [`SUPPORTED_LINES`] lists the lines; a component importing or exporting any
+//! other version of the package is refused at load by [`line_of`], naming them.
 //!
-//! One binding per plugin kind is enough: the narrow worlds of `wit/worlds.wit`
-//! (`process-sandbox-provider`, `http-agent-driver`, ...) differ only in their imports,
-//! which the linker satisfies from each capability's `add_to_linker` (through these
-//! modules), [`add_shared_interfaces`] and WASI, while these bindings only look up the
-//! exports (`describe` and the kind's interface), the same in every world of a kind.
-//! Which imports a plugin may have is decided by `runtime::grants`.
+//! Adding a line `0.2.0`: freeze it, bind it in a module `v0_2_0` like [`v0_1_0`], add
+//! its entry to [`SUPPORTED_LINES`], and implement its host interfaces, for the older
+//! line by adapting to the newer one. Today there is one line, `0.1.0`, and the rest of
+//! the host uses its types through the re-export below.
 
-mod generated {
-    wasmtime::component::bindgen!({
-        world: "host",
-        path: "../wit",
-        imports: { default: async | trappable },
-        with: {
-            "agentgate:plugin/execution.execution": crate::capabilities::execution::Execution,
-        },
-    });
+use std::fmt;
+
+/// The WIT package every plugin is built against.
+pub const PACKAGE: &str = "agentgate:plugin";
+
+/// One released version of [`PACKAGE`] this host links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContractLine {
+    /// The package version, e.g. `0.1.0`: what a component's imports carry after `@`
+    /// and what a marketplace lockfile records as `wit`.
+    pub version: &'static str,
+    /// The frozen WIT it is bound from, relative to the repository root.
+    pub frozen_dir: &'static str,
 }
 
-pub use generated::agentgate::plugin::{
-    docker, events, execution, git, github, process, sandbox, types,
-};
-
-/// Every interface of the `host` world, by its WIT name: a capability added to that
-/// world is here without an edit of this file (`interfaces::kube`).
-pub mod interfaces {
-    pub use super::generated::agentgate::plugin::*;
+impl fmt::Display for ContractLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{PACKAGE}@{}", self.version)
+    }
 }
 
-/// Adds the interfaces of the contract that are no capability (`types`, `execution`)
-/// to `linker`; each capability links its own.
-pub fn add_shared_interfaces(
-    linker: &mut wasmtime::component::Linker<crate::runtime::PluginState>,
-) -> wasmtime::Result<()> {
-    use wasmtime::component::HasSelf;
-    types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
-    execution::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+/// Every line this host links, oldest first.
+pub const SUPPORTED_LINES: &[ContractLine] = &[ContractLine {
+    version: "0.1.0",
+    frozen_dir: "wit/frozen/0.1.0",
+}];
+
+/// A component built against a version of the contract this host does not link.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    #[error("it was built against {line} (it uses {interface}), which this host does not link; this host links {}: rebuild the plugin against one of them", supported_text())]
+    Unsupported { line: String, interface: String },
+    #[error("it uses two versions of {PACKAGE} ({first} and {second}); a plugin is built against one: rebuild it against one of {}", supported_text())]
+    Mixed { first: String, second: String },
 }
 
-/// The `workspace-source` world.
-pub mod workspace_source {
-    wasmtime::component::bindgen!({
-        world: "workspace-source",
-        path: "../wit",
-        imports: { default: async | trappable },
-        exports: { default: async },
-        with: {
-            "agentgate:plugin/types": super::types,
-            "agentgate:plugin/events": super::events,
-            "agentgate:plugin/git": super::git,
-            "agentgate:plugin/github": super::github,
-        },
-    });
+fn supported_text() -> String {
+    SUPPORTED_LINES
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
-/// The `sandbox-provider` world.
-pub mod sandbox_provider {
-    wasmtime::component::bindgen!({
-        world: "sandbox-provider",
-        path: "../wit",
-        imports: { default: async | trappable },
-        exports: { default: async },
-        with: {
-            "agentgate:plugin/types": super::types,
-            "agentgate:plugin/execution": super::execution,
-            "agentgate:plugin/events": super::events,
-            "agentgate:plugin/process": super::process,
-            "agentgate:plugin/docker": super::docker,
-        },
-    });
+/// The line a component was built against, from the names of its imports and exports
+/// (`agentgate:plugin/events@0.1.0`); `None` when it names no interface of the
+/// package. An unversioned name of the package counts as no version at all, which no
+/// line is.
+pub fn line_of<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<Option<&'static ContractLine>, LineError> {
+    let mut found: Option<(&'static ContractLine, &str)> = None;
+    for name in names {
+        let Some(rest) = name.strip_prefix(PACKAGE).and_then(|r| r.strip_prefix('/')) else {
+            continue;
+        };
+        let version = rest.split_once('@').map_or("", |(_, v)| v);
+        let line = SUPPORTED_LINES
+            .iter()
+            .find(|line| line.version == version)
+            .ok_or_else(|| LineError::Unsupported {
+                line: if version.is_empty() {
+                    format!("{PACKAGE} without a version")
+                } else {
+                    format!("{PACKAGE}@{version}")
+                },
+                interface: name.to_string(),
+            })?;
+        match found {
+            Some((first, first_name)) if first != line => {
+                return Err(LineError::Mixed {
+                    first: first_name.to_string(),
+                    second: name.to_string(),
+                })
+            }
+            Some(_) => {}
+            None => found = Some((line, name)),
+        }
+    }
+    Ok(found.map(|(line, _)| line))
 }
 
-/// The `agent-driver` world.
-pub mod agent_driver {
-    wasmtime::component::bindgen!({
-        world: "agent-driver",
-        path: "../wit",
-        imports: { default: async | trappable },
-        exports: { default: async },
-        with: {
-            "agentgate:plugin/types": super::types,
-            "agentgate:plugin/execution": super::execution,
-            "agentgate:plugin/events": super::events,
-            "agentgate:plugin/sandbox": super::sandbox,
-        },
-    });
+pub use v0_1_0::*;
+
+/// Line `0.1.0`, bound from `wit/frozen/0.1.0`.
+///
+/// The `host` world generates every host interface once; the three plugin worlds reuse
+/// those types through `with`, so a value (an `execution`, an `error`) means the same
+/// Rust type whichever world it crosses.
+///
+/// One binding per plugin kind is enough: the narrow worlds of `worlds.wit`
+/// (`process-sandbox-provider`, `http-agent-driver`, ...) differ only in their imports,
+/// which the linker satisfies from each capability's `add_to_linker` (through these
+/// modules), [`add_shared_interfaces`] and WASI, while these bindings only look up the
+/// exports (`describe` and the kind's interface), the same in every world of a kind.
+/// Which imports a plugin may have is decided by `runtime::grants`.
+pub mod v0_1_0 {
+    mod generated {
+        wasmtime::component::bindgen!({
+            world: "host",
+            path: "../wit/frozen/0.1.0",
+            imports: { default: async | trappable },
+            with: {
+                "agentgate:plugin/execution.execution": crate::capabilities::execution::Execution,
+            },
+        });
+    }
+
+    pub use generated::agentgate::plugin::{
+        docker, events, execution, git, github, process, sandbox, types,
+    };
+
+    /// Every interface of the `host` world, by its WIT name: a capability added to that
+    /// world is here without an edit of this file (`interfaces::kube`).
+    pub mod interfaces {
+        pub use super::generated::agentgate::plugin::*;
+    }
+
+    /// Adds the interfaces of the contract that are no capability (`types`, `execution`)
+    /// to `linker`; each capability links its own.
+    pub fn add_shared_interfaces(
+        linker: &mut wasmtime::component::Linker<crate::runtime::PluginState>,
+    ) -> wasmtime::Result<()> {
+        use wasmtime::component::HasSelf;
+        types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+        execution::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+    }
+
+    /// The `workspace-source` world.
+    pub mod workspace_source {
+        wasmtime::component::bindgen!({
+            world: "workspace-source",
+            path: "../wit/frozen/0.1.0",
+            imports: { default: async | trappable },
+            exports: { default: async },
+            with: {
+                "agentgate:plugin/types": super::types,
+                "agentgate:plugin/events": super::events,
+                "agentgate:plugin/git": super::git,
+                "agentgate:plugin/github": super::github,
+            },
+        });
+    }
+
+    /// The `sandbox-provider` world.
+    pub mod sandbox_provider {
+        wasmtime::component::bindgen!({
+            world: "sandbox-provider",
+            path: "../wit/frozen/0.1.0",
+            imports: { default: async | trappable },
+            exports: { default: async },
+            with: {
+                "agentgate:plugin/types": super::types,
+                "agentgate:plugin/execution": super::execution,
+                "agentgate:plugin/events": super::events,
+                "agentgate:plugin/process": super::process,
+                "agentgate:plugin/docker": super::docker,
+            },
+        });
+    }
+
+    /// The `agent-driver` world.
+    pub mod agent_driver {
+        wasmtime::component::bindgen!({
+            world: "agent-driver",
+            path: "../wit/frozen/0.1.0",
+            imports: { default: async | trappable },
+            exports: { default: async },
+            with: {
+                "agentgate:plugin/types": super::types,
+                "agentgate:plugin/execution": super::execution,
+                "agentgate:plugin/events": super::events,
+                "agentgate:plugin/sandbox": super::sandbox,
+            },
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_component_of_a_supported_line_has_that_line() {
+        let line = line_of([
+            "wasi:io/streams@0.2.12",
+            "agentgate:plugin/events@0.1.0",
+            "agentgate:plugin/driver@0.1.0",
+        ])
+        .unwrap();
+        assert_eq!(line, Some(&SUPPORTED_LINES[0]));
+        assert_eq!(line_of(["wasi:cli/stdout@0.2.0"]).unwrap(), None);
+    }
+
+    #[test]
+    fn an_unknown_line_is_refused_naming_the_supported_ones() {
+        for (import, version) in [
+            ("agentgate:plugin/events@0.2.0", "@0.2.0"),
+            ("agentgate:plugin/events@0.0.9", "@0.0.9"),
+            ("agentgate:plugin/events", " without a version"),
+        ] {
+            let error = line_of(["wasi:io/poll@0.2.12", import]).unwrap_err();
+            let text = error.to_string();
+            assert!(
+                text.contains(&format!("agentgate:plugin{version}")),
+                "{text}"
+            );
+            assert!(text.contains(import), "{text}");
+            assert!(
+                text.contains("this host links agentgate:plugin@0.1.0"),
+                "{text}"
+            );
+        }
+    }
 }

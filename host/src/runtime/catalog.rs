@@ -474,8 +474,15 @@ pub(crate) async fn describe_component(
         .imports(engine)
         .map(|(name, _)| name.to_string())
         .collect();
-    let kind =
-        world_of(ty.exports(engine).map(|(name, _)| name)).map_err(DescribeFailure::Lasting)?;
+    let exports: Vec<&str> = ty.exports(engine).map(|(name, _)| name).collect();
+    super::bindings::line_of(
+        imports
+            .iter()
+            .map(String::as_str)
+            .chain(exports.iter().copied()),
+    )
+    .map_err(|e| DescribeFailure::Lasting(e.to_string()))?;
+    let kind = world_of(exports.into_iter()).map_err(DescribeFailure::Lasting)?;
     let classified = grants::classify_imports(imports.iter().map(String::as_str));
     let info = if classified.unknown().is_empty() {
         loader
