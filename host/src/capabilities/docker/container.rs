@@ -36,6 +36,9 @@ pub struct Container {
     pub workdir: String,
     /// Its network mode, which decides the socket families of its seccomp filter.
     pub network: NetworkMode,
+    /// Whether its run has `sandbox.egress`: then it has loopback only, execs get the
+    /// proxy variables and IP sockets (for the relays on loopback).
+    pub egress: bool,
     pub docker: Docker,
     started: Instant,
     peak_memory: Mutex<u64>,
@@ -54,6 +57,7 @@ impl Container {
         run_id: String,
         workdir: String,
         network: NetworkMode,
+        egress: bool,
         docker: Docker,
         events: Arc<EventSink>,
         plugin: Arc<str>,
@@ -63,6 +67,7 @@ impl Container {
             run_id,
             workdir,
             network,
+            egress,
             docker,
             started: Instant::now(),
             peak_memory: Mutex::new(0),

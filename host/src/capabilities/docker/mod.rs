@@ -140,6 +140,7 @@ impl PluginState {
             self.run.run_id.clone(),
             spec.workdir.clone(),
             spec.network,
+            policy.egress.is_some(),
             docker,
             self.run.events.clone(),
             self.plugin.clone(),
