@@ -72,7 +72,7 @@ pub async fn start(
             }
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let env = match container.egress {
+    let env = match container.network.egress {
         true => with_proxy_variables(env),
         false => env,
     };
@@ -84,9 +84,9 @@ pub async fn start(
             &container.id,
             ExecConfig {
                 // Through the init, which loads the host's seccomp filter first.
-                cmd: Some(match container.egress {
+                cmd: Some(match container.network.egress {
                     true => init::wrap_for_egress(&request.argv, false, None)?,
-                    false => init::wrap(&request.argv, container.network, false)?,
+                    false => init::wrap(&request.argv, container.network.mode, false)?,
                 }),
                 env: Some(env),
                 working_dir: Some(cwd),
