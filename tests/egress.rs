@@ -44,11 +44,13 @@ impl World {
         }
     }
 
-    /// The TaskSpec: `provider` with `sandbox_extra` lines, egress to `api.test` only.
+    /// The TaskSpec: `provider` with `sandbox_extra` lines, egress to `api.test` only
+    /// (on the upstream's port, and on 443, a privileged port the sandbox's relay must
+    /// still listen on).
     fn spec(&self, provider: &str, sandbox_extra: &str, script: &str) -> String {
         let port = self.upstream.port();
         let execution = format!(
-            "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: {provider}\n{sandbox_extra}  egress:\n    allow: [\"api.test:{port}\", \"{UPSTREAM_IP}:{port}\"]\n{}",
+            "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: {provider}\n{sandbox_extra}  egress:\n    allow: [\"api.test:{port}\", \"{UPSTREAM_IP}:{port}\", \"api.test:443\"]\n{}",
             self.workspace.path().display(),
             shell_agent(script)
         );
@@ -154,6 +156,16 @@ fn a_subprocess_sandbox_reaches_only_the_allowed_destination_through_the_proxy()
     let output = world.home.run_spec(&world.spec("subprocess", "", &script));
     assert!(output.status.success(), "{}", stderr(&output));
     assert_only_the_allowed_destination_was_reached(&world);
+    // An unprivileged sandbox cannot listen on 443: that name and port are left to
+    // the proxy variables, and the agent is told.
+    assert!(
+        world
+            .home
+            .log("stderr.log")
+            .contains("api.test:443 is reachable through the proxy variables only"),
+        "{}",
+        world.home.log("stderr.log")
+    );
 }
 
 #[test]
@@ -246,4 +258,32 @@ fn a_docker_sandbox_reaches_only_the_allowed_destination_through_the_proxy() {
         .and_then(|d| d.iter().find(|d| d["host"] == "api.test").cloned())
         .unwrap_or_else(|| panic!("{result:#}"));
     assert_eq!(api["connections"], 2, "{api:#}");
+}
+
+#[test]
+fn an_allowlist_beyond_the_operators_cap_is_refused_before_the_run() {
+    let world = World::new();
+    let grants = world.home.dir.path().join("grants.yaml");
+    let mut text = std::fs::read_to_string(&grants).unwrap();
+    text.push_str("  deny: [\"*.test:443\"]\n");
+    std::fs::write(&grants, text).unwrap();
+    let output = world
+        .home
+        .run_spec(&world.spec("subprocess", "", "echo ran > ran.txt\n"));
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains("sandbox.egress.allow")
+            && message.contains("`api.test:443`")
+            && message.contains("*.test:443"),
+        "{message}"
+    );
+    assert!(!world.workspace.path().join("ran.txt").exists());
+    assert!(
+        !world.home.dir.path().join("runs").exists()
+            || std::fs::read_dir(world.home.dir.path().join("runs"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
 }

@@ -87,11 +87,21 @@ pub struct Relays {
 }
 
 impl Relays {
+    /// The proxy's address must be bound; a name's port the sandbox may not bind (a
+    /// port below 1024 where the init holds no capability for it, as in the
+    /// `subprocess` sandbox) leaves that name to the proxy variables, and says so on
+    /// stderr.
     pub fn bind(egress: &Egress) -> std::io::Result<Relays> {
         let mut listeners = vec![(TcpListener::bind(PROXY_ADDRESS)?, None)];
         for (name, port, address) in transparent_names(&egress.allow) {
-            let listener = TcpListener::bind(SocketAddr::from((address, port)))?;
-            listeners.push((listener, Some(format!("{name}:{port}"))));
+            match TcpListener::bind(SocketAddr::from((address, port))) {
+                Ok(listener) => listeners.push((listener, Some(format!("{name}:{port}")))),
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => eprintln!(
+                    "agentgate sandbox: {name}:{port} is reachable through the proxy variables \
+                     only (cannot listen on {address}:{port}: {e})"
+                ),
+                Err(e) => return Err(e),
+            }
         }
         Ok(Relays {
             socket: egress.socket.clone(),
