@@ -253,6 +253,11 @@ fn a_docker_sandbox_reaches_only_the_allowed_destination_through_the_proxy() {
         .file("proxy-env.txt")
         .contains("http_proxy=http://127.0.0.1:3128"));
     let result = world.home.result();
+    let isolation = result["sandbox"]["isolation"].as_str().unwrap_or_default();
+    assert!(
+        isolation.contains("enforced by the host: loopback only"),
+        "{isolation}"
+    );
     let api = result["egress"]["destinations"]
         .as_array()
         .and_then(|d| d.iter().find(|d| d["host"] == "api.test").cloned())

@@ -537,21 +537,27 @@ impl Run<'_> {
             self.events
                 .host_log("error", format!("sandbox registry: {e}"));
         }
+        // The provider describes the network it asked for; the host replaced it.
+        let isolation = match &spec.egress {
+            Some(egress) => format!(
+                "{}; enforced by the host: loopback only, egress through its proxy to {}",
+                summary.isolation,
+                egress.allow.join(", ")
+            ),
+            None => summary.isolation.clone(),
+        };
         self.sandbox = Some(SandboxInfo {
             provider: spec.provider.clone(),
             // The seed's SandboxInfo names the container of a docker sandbox.
             container_id,
             id: summary.id.clone(),
-            isolation: summary.isolation.clone(),
+            isolation: isolation.clone(),
             resource_usage: None,
             duration_ms: 0,
         });
         self.events.host_log(
             "info",
-            format!(
-                "sandbox {} ({}): {}",
-                spec.provider, summary.id, summary.isolation
-            ),
+            format!("sandbox {} ({}): {isolation}", spec.provider, summary.id),
         );
         let details = requests::sandbox_details(self.spec, summary, workspace.readonly);
         let logs = Arc::new(
