@@ -50,6 +50,63 @@ pub static ALL: &[&dyn HostCapability] = &[
 /// [`HostCapability::host_section_fields`]).
 pub type HostSections = BTreeMap<Capability, serde_yaml::Value>;
 
+/// A run's egress proxy as the sandboxes see it: the host folder (0700, the run's
+/// alone, outside anything a sandbox can write) holding the proxy's socket, and the
+/// allowed `host:port`s the in-sandbox relays listen for.
+#[derive(Debug, Clone)]
+pub struct EgressGate {
+    pub socket_dir: std::path::PathBuf,
+    pub allow: Vec<String>,
+}
+
+impl EgressGate {
+    /// The variables that send clients to the relay on `127.0.0.1:3128` inside the
+    /// sandbox, for every tool that reads its own (curl, pip, npm, git, cargo, ...).
+    /// They replace whatever the plugin or TaskSpec set under the same names.
+    pub fn environment() -> Vec<(String, String)> {
+        let proxy = format!("http://{}", process::landlock::PROXY_ADDRESS);
+        let mut vars: Vec<(String, String)> = [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "ALL_PROXY",
+            "all_proxy",
+            "PIP_PROXY",
+            "npm_config_proxy",
+            "npm_config_https_proxy",
+            "YARN_HTTP_PROXY",
+            "YARN_HTTPS_PROXY",
+            "CARGO_HTTP_PROXY",
+            "GIT_HTTP_PROXY",
+        ]
+        .into_iter()
+        .map(|name| (name.to_string(), proxy.clone()))
+        .collect();
+        for name in ["NO_PROXY", "no_proxy"] {
+            vars.push((name.into(), "localhost,127.0.0.1".into()));
+        }
+        // git reads `http.proxy` from its configuration; the environment's entries
+        // reach it without touching any `.git/config`.
+        vars.extend([
+            ("GIT_CONFIG_COUNT".into(), "1".into()),
+            ("GIT_CONFIG_KEY_0".into(), "http.proxy".into()),
+            ("GIT_CONFIG_VALUE_0".into(), proxy),
+        ]);
+        vars
+    }
+}
+
+/// The socket's file name in [`EgressGate::socket_dir`].
+pub const EGRESS_SOCKET_NAME: &str = "proxy.sock";
+/// The sandbox's `/etc/hosts` in [`EgressGate::socket_dir`], for containers.
+pub const EGRESS_HOSTS_NAME: &str = "hosts";
+/// The sandbox's `/etc/resolv.conf` in [`EgressGate::socket_dir`], for containers.
+pub const EGRESS_RESOLV_CONF_NAME: &str = "resolv.conf";
+/// A resolver configuration with no resolver but loopback: a name that is not in the
+/// sandbox's `/etc/hosts` resolves nowhere.
+pub const EGRESS_RESOLV_CONF: &str = "nameserver 127.0.0.1\n";
+
 /// The run a plugin store works for: what the engine tells every capability about the
 /// run (its id, events, the folders its sandbox may bind, the folders its workspace
 /// source may act in, its sandbox), and each capability's own per-run state.
@@ -62,6 +119,9 @@ pub struct RunContext {
     /// (workspace, state) and what the operator allows for mounts. Unset, nothing.
     bind_scope: OnceLock<BindScope>,
     broker: OnceLock<Arc<SandboxBroker>>,
+    /// Set when the TaskSpec has `sandbox.egress`: every sandbox process and container
+    /// of the run is cut off every network but loopback and given this proxy.
+    egress: OnceLock<Arc<EgressGate>>,
     /// False while a plugin is only being described: no host interface may act then.
     active: bool,
     exec_ids: AtomicU64,
@@ -85,6 +145,7 @@ impl RunContext {
             states,
             bind_scope: OnceLock::new(),
             broker: OnceLock::new(),
+            egress: OnceLock::new(),
             active: true,
             exec_ids: AtomicU64::new(0),
             repo_roots: Default::default(),
@@ -99,6 +160,7 @@ impl RunContext {
             states: BTreeMap::new(),
             bind_scope: OnceLock::new(),
             broker: OnceLock::new(),
+            egress: OnceLock::new(),
             active: false,
             exec_ids: AtomicU64::new(0),
             repo_roots: Default::default(),
@@ -129,6 +191,16 @@ impl RunContext {
 
     pub(crate) fn next_exec_id(&self) -> String {
         format!("exec-{}", self.exec_ids.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// Confines every sandbox the run starts from now on to the egress proxy.
+    pub fn set_egress(&self, gate: EgressGate) {
+        let _ = self.egress.set(Arc::new(gate));
+    }
+
+    /// The run's egress proxy, when its TaskSpec has `sandbox.egress`.
+    pub fn egress(&self) -> Option<&Arc<EgressGate>> {
+        self.egress.get()
     }
 
     /// Makes the run's sandbox reachable through the `sandbox` interface.

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::allowlist::Target;
 
@@ -18,7 +18,7 @@ use super::allowlist::Target;
 pub const MAX_REFUSED_KINDS: usize = 1000;
 
 /// The proxy's account of a run, for `result.json`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EgressReport {
     /// Allowed destinations that were connected to, sorted.
@@ -26,11 +26,11 @@ pub struct EgressReport {
     /// Refused attempts, sorted.
     pub refused: Vec<RefusedAttempt>,
     /// Refused attempts of kinds beyond the kept ones.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub refused_not_listed: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DestinationTraffic {
     pub host: String,
@@ -42,12 +42,12 @@ pub struct DestinationTraffic {
     pub bytes_down: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RefusedAttempt {
     /// The host asked for; empty when the request named none.
     pub host: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
     pub reason: String,
     pub attempts: u64,

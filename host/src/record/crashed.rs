@@ -87,6 +87,7 @@ pub fn write_crashed_result(run: &CrashedRun<'_>) -> std::io::Result<Option<Path
         changes_from: "none".into(),
         patch: None,
         logs: None,
+        egress: None,
     };
     // Written aside and renamed, so a reader never sees half a result.
     let partial = run.folder.join("result.json.partial");

@@ -82,6 +82,7 @@ pub struct Runtime {
     catalog: Catalog,
     sections: crate::capabilities::HostSections,
     path_grants: host_paths::PathGrants,
+    egress: grants::EgressGrants,
     _ticker: EpochTicker,
 }
 
@@ -124,6 +125,7 @@ impl Runtime {
             catalog,
             sections: config.grants.sections.clone(),
             path_grants: config.grants.paths.clone(),
+            egress: config.grants.egress.clone(),
             _ticker: ticker,
         }))
     }
@@ -145,6 +147,12 @@ impl Runtime {
     /// The host folders the operator allows TaskSpecs (`workspaces:`, `mounts:`).
     pub fn path_grants(&self) -> &host_paths::PathGrants {
         &self.path_grants
+    }
+
+    /// The operator's `egress:` in grants.yaml: the cap on TaskSpecs' allowlists and
+    /// the proxy's nameserver.
+    pub fn egress_grants(&self) -> &grants::EgressGrants {
+        &self.egress
     }
 
     /// Compiles `plugin` (or reads it from the compile cache) unless that was done

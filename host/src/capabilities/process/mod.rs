@@ -186,6 +186,8 @@ struct Launch {
     keep_stdin_open: bool,
     timeout: Option<Duration>,
     isolation: Isolation,
+    /// The run's egress proxy: the process gets it instead of any network.
+    egress: Option<Arc<crate::capabilities::EgressGate>>,
 }
 
 impl Launch {
@@ -227,6 +229,7 @@ impl Launch {
             keep_stdin_open: request.keep_stdin_open,
             timeout: request.timeout_ms.map(Duration::from_millis),
             isolation,
+            egress: None,
         })
     }
 }
@@ -240,6 +243,32 @@ struct Prepared {
     bridge: Option<network::BridgePipes>,
 }
 
+/// What a sealed process of a run with an egress allowlist is given: the proxy's
+/// folder and the name files, whose memfds must stay open until bubblewrap has run.
+fn sealed_egress(
+    gate: &crate::capabilities::EgressGate,
+) -> Result<(sealed::SealedEgress, [OwnedFd; 2]), Error> {
+    let unavailable =
+        |e: std::io::Error| Error::Unavailable(format!("preparing the egress files: {e}"));
+    let hosts = memfd::sealed(
+        c"agentgate-hosts",
+        landlock::hosts_file(&gate.allow).as_bytes(),
+    )
+    .map_err(unavailable)?;
+    let resolv_conf = memfd::sealed(
+        c"agentgate-resolv-conf",
+        crate::capabilities::EGRESS_RESOLV_CONF.as_bytes(),
+    )
+    .map_err(unavailable)?;
+    let egress = sealed::SealedEgress {
+        socket_dir: gate.socket_dir.clone(),
+        allow: gate.allow.clone(),
+        hosts: hosts.as_raw_fd(),
+        resolv_conf: resolv_conf.as_raw_fd(),
+    };
+    Ok((egress, [hosts, resolv_conf]))
+}
+
 /// Builds the command: the program itself, or bubblewrap around it.
 fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result<Prepared, Error> {
     let Isolation::Sealed {
@@ -248,6 +277,11 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         network,
     } = &launch.isolation
     else {
+        if launch.egress.is_some() {
+            return Err(Error::Denied(
+                "this run's TaskSpec has sandbox.egress: every process of its sandbox must be sealed (`isolation.sealed`), so that its only way out is the egress proxy".into(),
+            ));
+        }
         let mut command = tokio::process::Command::new(&launch.program);
         command
             .arg0(&launch.argv[0])
@@ -264,7 +298,14 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         .check()
         .map_err(super::lacking)?;
     let cgroup = groups.cgroup(cgroup_name, limits)?;
-    let seccomp = seccomp::SeccompPrograms::build(seccomp::Sockets::for_network(*network))?;
+    // With an egress allowlist the process gets loopback only, whatever it asked for;
+    // IP sockets stay allowed, since loopback is where the relays listen.
+    let (network, sockets) = match &launch.egress {
+        Some(_) => (&NetworkMode::None, seccomp::Sockets::Network),
+        None => (network, seccomp::Sockets::for_network(*network)),
+    };
+    let egress = launch.egress.as_deref().map(sealed_egress).transpose()?;
+    let seccomp = seccomp::SeccompPrograms::build(sockets)?;
     let bridge = match network {
         NetworkMode::Bridge => {
             network::slirp4netns()?;
@@ -277,6 +318,7 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
     let mut fds = sealed::BwrapFds {
         seccomp: seccomp.fds.iter().map(AsRawFd::as_raw_fd).collect(),
         init: Some(init.as_raw_fd()),
+        egress: egress.as_ref().map(|(egress, _)| egress.clone()),
         ..Default::default()
     };
     if let Some(pipes) = &bridge {
@@ -303,7 +345,9 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         .current_dir("/");
     let inherited = fds.seccomp.iter().copied().chain(view.bind_fds());
     let bwrap_reads = [init.as_raw_fd(), options.as_raw_fd()];
+    let egress_files = egress.iter().flat_map(|(e, _)| [e.hosts, e.resolv_conf]);
     for fd in inherited
+        .chain(egress_files)
         .chain(fds.info)
         .chain(fds.block)
         .chain(bwrap_reads)
@@ -323,6 +367,7 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
     }
     let mut handed_to_bwrap = seccomp.fds;
     handed_to_bwrap.extend([init, options]);
+    handed_to_bwrap.extend(egress.into_iter().flat_map(|(_, files)| files));
     Ok(Prepared {
         command,
         handed_to_bwrap,
@@ -421,6 +466,7 @@ pub async fn probe_sealed(network: NetworkMode) -> Result<(), Error> {
         keep_stdin_open: false,
         timeout: Some(Duration::from_secs(30)),
         isolation,
+        egress: None,
     };
     let groups = ProcessGroups::default();
     let name = format!(
@@ -539,6 +585,14 @@ impl Host for PluginState {
         if let Err(e) = self.check_scope(&mut launch) {
             return Ok(Err(e));
         }
+        if let Some(gate) = self.run.egress() {
+            launch.egress = Some(gate.clone());
+            let proxy_vars = crate::capabilities::EgressGate::environment();
+            launch
+                .env
+                .retain(|(name, _)| !proxy_vars.iter().any(|(n, _)| n == name));
+            launch.env.extend(proxy_vars);
+        }
         let id = self.run.next_exec_id();
         let cgroup_name = format!("{}-{}", self.run.run_id, self.plugin);
         match spawn(launch, &self.processes, id, &cgroup_name).await {
@@ -584,6 +638,7 @@ mod tests {
             keep_stdin_open: false,
             timeout: timeout_ms.map(Duration::from_millis),
             isolation,
+            egress: None,
         }
     }
 

@@ -87,6 +87,17 @@ impl Grant {
     }
 }
 
+/// The file's `egress: {deny: [...], only: [...], nameserver: "IP:PORT"}`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EgressGrants {
+    /// What a TaskSpec's `sandbox.egress.allow` may never name, and (when set) the
+    /// only destinations it may name.
+    pub cap: crate::egress::OperatorCap,
+    /// The one nameserver the proxy resolves allowed names with; the host's resolver
+    /// configuration when unset.
+    pub nameserver: Option<std::net::SocketAddr>,
+}
+
 /// What the operator granted to plugins that are not built in, by plugin name, and
 /// the host-wide allowances of the file.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -105,6 +116,9 @@ pub struct Grants {
     /// `workspaces` and `mounts` as paths, `~` expanded (older spellings in a host-wide
     /// section read into `mounts`): set by [`Grants::from_file`].
     pub paths: PathGrants,
+    /// `egress:`: the operator's cap on TaskSpecs' egress allowlists, and the
+    /// nameserver the egress proxy asks.
+    pub egress: EgressGrants,
     /// The scope entry each operator base URL stands for, by its variable (see
     /// [`Grants::set_base_url`]). Not read from the grants file.
     base_urls: BTreeMap<String, Value>,

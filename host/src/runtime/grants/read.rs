@@ -138,9 +138,40 @@ impl<'de> Deserialize<'de> for Grant {
     }
 }
 
+/// The file's `egress:` section: the operator's cap on TaskSpecs' egress allowlists.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EgressSection {
+    #[serde(default)]
+    deny: Vec<String>,
+    #[serde(default)]
+    only: Option<Vec<String>>,
+    #[serde(default)]
+    nameserver: Option<std::net::SocketAddr>,
+}
+
+impl EgressSection {
+    fn into_grants(self) -> Result<super::EgressGrants, String> {
+        let list = |key: &str, entries: &[String]| {
+            crate::egress::Allowlist::parse(entries).map_err(|e| format!("egress.{key}{e}"))
+        };
+        Ok(super::EgressGrants {
+            cap: crate::egress::OperatorCap {
+                never: list("deny", &self.deny)?,
+                only: self
+                    .only
+                    .as_deref()
+                    .map(|only| list("only", only))
+                    .transpose()?,
+            },
+            nameserver: self.nameserver,
+        })
+    }
+}
+
 /// The top-level keys of the file, for messages.
 static FILE_FIELDS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
-    let mut fields = vec!["plugins", "workspaces", "mounts"];
+    let mut fields = vec!["plugins", "workspaces", "mounts", "egress"];
     fields.extend(
         Capability::all()
             .filter(|c| c.unit().host_section_fields().is_some())
@@ -168,6 +199,12 @@ impl<'de> Deserialize<'de> for Grants {
                         }
                         "workspaces" => grants.workspaces = map.next_value()?,
                         "mounts" => grants.mounts = map.next_value()?,
+                        "egress" => {
+                            grants.egress = map
+                                .next_value::<EgressSection>()?
+                                .into_grants()
+                                .map_err(A::Error::custom)?
+                        }
                         name => {
                             let section = Capability::named(name)
                                 .and_then(|c| Some((c, c.unit().host_section_fields()?)));
