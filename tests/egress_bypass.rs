@@ -143,7 +143,7 @@ fn egress_execution(provider: &str, workspace: &Path, allow: &[String], script: 
         indent(&image, 2),
         indent(&allow, 6),
         indent(&environment, 4),
-        shell_agent(&format!("echo agent-ran\n{script}")),
+        shell_agent(&format!("echo agent-ran\n{script}exit 0\n")),
     )
 }
 
@@ -176,7 +176,13 @@ impl Ran {
         self.stdout
             .lines()
             .find_map(|l| l.strip_prefix(marker)?.strip_prefix('='))
-            .unwrap_or_else(|| panic!("the agent printed no {marker}=: {}", self.stdout))
+            .unwrap_or_else(|| {
+                panic!(
+                    "the agent printed no {marker}=: {}\nstderr.log: {}",
+                    self.stdout,
+                    self.home.log("stderr.log")
+                )
+            })
     }
 
     /// The run's `egress` events.
@@ -205,9 +211,9 @@ fn python(script: &str) -> String {
 fn to_proxy(marker: &str, request: &str) -> String {
     python(&format!(
         r#"import socket
-s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
-s.sendall({request:?}.encode())
 try:
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    s.sendall({request:?}.encode())
     answer = s.recv(4096).decode(errors="replace").split("\r\n")[0]
 except Exception as e:
     answer = "error " + type(e).__name__
@@ -281,8 +287,8 @@ fn udp_53_past_the_sandbox_resolver_reaches_no_resolver() {
         python(&format!(
             r#"import socket
 query = bytes.fromhex("12340100000100000000000006736563726574046578666c0474657374000001 0001".replace(" ", ""))
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 try:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.sendto(query, ("{}", {}))
     print("udp=sent")
 except OSError as e:
@@ -331,13 +337,13 @@ fn connect_to_an_allowed_name_with_another_sni_is_refused() {
     let port = lab.allowed.port();
     let ran = lab.subprocess(&python(&format!(
         r#"import socket, ssl
-s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
-s.sendall(b"CONNECT allowed.test:{port} HTTP/1.1\r\nHost: allowed.test:{port}\r\n\r\n")
-print("connect=" + s.recv(4096).decode(errors="replace").split("\r\n")[0])
 context = ssl.create_default_context(cafile="{CA_IN_SANDBOX}")
 context.check_hostname = False
 context.verify_mode = ssl.CERT_NONE
 try:
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    s.sendall(b"CONNECT allowed.test:{port} HTTP/1.1\r\nHost: allowed.test:{port}\r\n\r\n")
+    print("connect=" + s.recv(4096).decode(errors="replace").split("\r\n")[0])
     context.wrap_socket(s, server_hostname="denied.test").sendall(b"GET / HTTP/1.1\r\nHost: denied.test\r\n\r\n")
     print("tls=established")
 except (OSError, ssl.SSLError) as e:
@@ -466,11 +472,11 @@ fn a_host_header_naming_another_host_is_refused() {
         ),
         python(&format!(
             r#"import socket
-s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
-s.sendall(b"CONNECT plain.test:{port} HTTP/1.1\r\nHost: plain.test:{port}\r\n\r\n")
-s.recv(4096)
-s.sendall(b"GET / HTTP/1.1\r\nHost: {denied}\r\n\r\n")
 try:
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    s.sendall(b"CONNECT plain.test:{port} HTTP/1.1\r\nHost: plain.test:{port}\r\n\r\n")
+    s.recv(4096)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: {denied}\r\n\r\n")
     answer = s.recv(4096).decode(errors="replace")
 except OSError as e:
     answer = type(e).__name__
@@ -547,9 +553,12 @@ fn curl_through_the_proxy_and_a_client_ignoring_proxy_variables_reach_allowed_ho
         ),
         python(&format!(
             r#"import socket
-s = socket.create_connection(("plain.test", {plain}), timeout=10)
-s.sendall(b"GET / HTTP/1.1\r\nHost: plain.test:{plain}\r\nConnection: close\r\n\r\n")
-print("transparent=" + ("reached" if b"{UPSTREAM_BODY}" in s.recv(4096) else "no"))"#
+try:
+    s = socket.create_connection(("plain.test", {plain}), timeout=10)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: plain.test:{plain}\r\nConnection: close\r\n\r\n")
+    print("transparent=" + ("reached" if b"{UPSTREAM_BODY}" in s.recv(4096) else "no"))
+except OSError as e:
+    print("transparent=" + type(e).__name__)"#
         )),
     ));
     ran.agent_ran();
@@ -698,6 +707,44 @@ fn docker_raw_ip_udp_and_absolute_form_are_refused_and_the_allowed_host_is_reach
 }
 
 // ---- The test network itself, checked on the host. ----
+
+/// The control: without `egress`, on `network: bridge`, the raw-IP, `/dev/tcp` and raw
+/// socket attacks above do reach the host's address, so their failure under the
+/// allowlist is the allowlist's doing, not a target out of reach.
+#[test]
+fn without_egress_the_direct_attacks_reach_their_target() {
+    let lab = Lab::new();
+    let target = lab.denied.addr();
+    let home = Home::new();
+    let (ip, port) = (target.ip(), target.port());
+    let script = format!(
+        "echo agent-ran\n{}bash -c 'echo GET / > /dev/tcp/{ip}/{port}'\n{}exit 0\n",
+        curl("direct", &format!("--noproxy '*' http://{target}/")),
+        python(&format!(
+            "import socket\nsocket.create_connection((\"{ip}\", {port}), timeout=5).sendall(b\"GET / HTTP/1.0\\r\\n\\r\\n\")"
+        )),
+    );
+    let output = home.run_spec(&task_spec(
+        "no-egress",
+        "get out",
+        &format!(
+            "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: subprocess\n  network: bridge\n{}",
+            lab.workspace.path().display(),
+            shell_agent(&script)
+        ),
+    ));
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        home.log("stdout.log").contains("direct=200"),
+        "{}",
+        home.log("stdout.log")
+    );
+    assert!(
+        support::eventually(10, || lab.denied.seen().len() == 3),
+        "{:?}",
+        lab.denied.seen()
+    );
+}
 
 /// The upstreams, the CA and the registries work when nothing stands in the way, so a
 /// sandboxed client that fails is refused, not broken: real curl, pip and npm on the
