@@ -19,6 +19,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::Output;
 
+use support::agent_clis::{build_glibc_image, clis, CLIS_IN_SANDBOX, GLIBC_IMAGE};
+use support::anthropic::{AnthropicServer, Reply};
 use support::egress_net::{
     host_address, Behind, TestCa, TestDns, UdpSink, Upstream, UPSTREAM_BODY,
 };
@@ -621,7 +623,7 @@ fn registry_lab(name: &str, server: &support::http::Server) -> (Lab, Upstream) {
         ALLOWED_IP.into(),
         &lab.ca,
         &[name],
-        Behind::Forward(SocketAddr::from((Ipv4Addr::LOCALHOST, server.port()))),
+        Behind::Forward(server.url().trim_start_matches("http://").parse().unwrap()),
     );
     let dns = TestDns::start(&[(name, ALLOWED_IP)]);
     (Lab { dns, ..lab }, front)
@@ -704,6 +706,115 @@ fn docker_raw_ip_udp_and_absolute_form_are_refused_and_the_allowed_host_is_reach
         .assert_saw_nothing("docker: raw IP and absolute-form");
     assert!(sink.received().is_empty(), "{:?}", sink.received());
     assert_eq!(lab.plain.seen().len(), 1);
+}
+
+// ---- The real Claude Code CLI with only the Messages API allowed. ----
+
+const API_KEY: &str = "sk-ant-api03-egress-test-key-must-not-leak-0123";
+
+/// Runs the real Claude Code CLI (`claude-code-api`, no `baseUrl`: it calls
+/// `https://api.anthropic.com`) in `provider` with `egress.allow:
+/// [api.anthropic.com:443]`. The name resolves, for the proxy only, to `ip`, where a
+/// TLS front with a certificate for api.anthropic.com carries the requests to the local
+/// Messages server.
+fn claude_code_through_the_allowlist(provider: &str, ip: Ipv4Addr) {
+    let Some(clis) = clis() else {
+        return;
+    };
+    let image = match provider {
+        "docker" => {
+            if !support::docker_ready() {
+                return;
+            }
+            build_glibc_image().unwrap();
+            format!("  image: {GLIBC_IMAGE}\n")
+        }
+        _ => String::new(),
+    };
+    let server = AnthropicServer::start(vec![
+        Reply::bash("echo 'written through the allowlist' > NOTES.md"),
+        Reply::text("Done through the allowlist."),
+    ]);
+    let ca = TestCa::new();
+    let front = Upstream::start(
+        (IpAddr::V4(ip), 443).into(),
+        Some(ca.server_config(&["api.anthropic.com"])),
+        Behind::Forward(server.url().trim_start_matches("http://").parse().unwrap()),
+    );
+    let dns = TestDns::start(&[("api.anthropic.com", ip)]);
+    let workspace = tempfile::tempdir().unwrap();
+    ca.write(&workspace.path().join("test-ca.pem"));
+    let home = Home::new();
+    // The CLI folder is outside the home and temporary folders: bound by grant only.
+    std::fs::write(
+        home.dir.path().join("grants.yaml"),
+        format!("mounts: [{}]\n", clis.display()),
+    )
+    .unwrap();
+    let environment: String = TestCa::client_environment(CA_IN_SANDBOX)
+        .into_iter()
+        .map(|(name, value)| format!("    {name}: {value}\n"))
+        .collect();
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: {provider}\n{image}  network: bridge\n  egress:\n    allow: [\"api.anthropic.com:443\", \"{ip}:443\"]\n  resources:\n    timeout: 3m\n  mounts:\n    - source: {}\n      target: {CLIS_IN_SANDBOX}\n      readonly: true\n  environment:\n    PATH: {CLIS_IN_SANDBOX}/node_modules/.bin:/usr/local/bin:/usr/bin:/bin\n    SHELL: /bin/bash\n{environment}agent:\n  driver: claude-code-api\n  model: claude-sonnet-4-5\n  options:\n    maxRetries: 0\n",
+        workspace.path().display(),
+        clis.display(),
+    );
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(
+        &path,
+        task_spec("claude-egress", "Write notes.", &execution),
+    )
+    .unwrap();
+    let output = home.agentgate_with_env(
+        &[
+            "run",
+            path.to_str().unwrap(),
+            "--secret-env",
+            "ANTHROPIC_API_KEY",
+        ],
+        &[
+            ("ANTHROPIC_API_KEY", API_KEY.to_string()),
+            ("AGENTGATE_EGRESS_NAMESERVER", dns.addr().to_string()),
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{provider}: {}\nstdout.log: {}\nstderr.log: {}",
+        stderr(&output),
+        home.log("stdout.log"),
+        home.log("stderr.log")
+    );
+    let notes = std::fs::read_to_string(workspace.path().join("NOTES.md")).unwrap();
+    assert_eq!(notes, "written through the allowlist\n");
+    assert_eq!(server.scripted_requests(), 2);
+    assert_eq!(
+        server.message_requests()[0].header("x-api-key"),
+        Some(API_KEY)
+    );
+    let seen = front.seen();
+    assert!(!seen.is_empty());
+    assert!(
+        seen.iter()
+            .all(|s| s.sni.as_deref() == Some("api.anthropic.com")),
+        "{seen:?}"
+    );
+    let result = home.result();
+    assert_eq!(result["agent"]["summary"], "Done through the allowlist.");
+    assert!(
+        result["egress"].to_string().contains("api.anthropic.com"),
+        "{result:#}"
+    );
+}
+
+#[test]
+fn claude_code_reaches_only_the_messages_api_in_the_subprocess_sandbox() {
+    claude_code_through_the_allowlist("subprocess", Ipv4Addr::new(127, 0, 0, 21));
+}
+
+#[test]
+fn claude_code_reaches_only_the_messages_api_in_docker() {
+    claude_code_through_the_allowlist("docker", Ipv4Addr::new(127, 0, 0, 22));
 }
 
 // ---- The test network itself, checked on the host. ----

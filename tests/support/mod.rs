@@ -361,6 +361,7 @@ pub fn assert_mount_tables_hide(workspace: &Path, host_paths: &[&str]) {
     }
 }
 
+pub mod agent_clis;
 pub mod anthropic;
 pub mod egress_net;
 pub mod http;
