@@ -281,11 +281,14 @@ where
     }
 }
 
+/// A datagram a [`UdpSink`] received, with its sender.
+pub type Datagram = (SocketAddr, Vec<u8>);
+
 /// A UDP socket that records every datagram it receives: the target of a DNS query
 /// sent past the sandbox's resolver.
 pub struct UdpSink {
     addr: SocketAddr,
-    received: Arc<Mutex<Vec<(SocketAddr, Vec<u8>)>>>,
+    received: Arc<Mutex<Vec<Datagram>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -326,7 +329,7 @@ impl UdpSink {
         self.addr
     }
 
-    pub fn received(&self) -> Vec<(SocketAddr, Vec<u8>)> {
+    pub fn received(&self) -> Vec<Datagram> {
         self.received.lock().unwrap().clone()
     }
 }
