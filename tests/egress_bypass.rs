@@ -238,6 +238,9 @@ fn a_raw_ip_is_reached_neither_directly_nor_through_the_proxy() {
     assert_eq!(ran.said("direct"), "000");
     assert_eq!(ran.said("proxied"), "403");
     lab.denied.assert_saw_nothing("raw IP");
+    // What the agent tried is in result.json.
+    let refused = ran.home.result()["egress"]["refused"].to_string();
+    assert!(refused.contains(&target.ip().to_string()), "{refused}");
 }
 
 #[test]
@@ -575,11 +578,19 @@ except OSError as e:
         "{seen:?}"
     );
     assert_eq!(lab.plain.seen().len(), 1);
+    // result.json counts the connections and bytes per destination.
     let result = ran.home.result();
-    assert!(
-        result["egress"].to_string().contains("allowed.test"),
-        "result.json lists the destination: {result}"
-    );
+    let destination = |host: &str| {
+        result["egress"]["destinations"]
+            .as_array()
+            .and_then(|all| all.iter().find(|d| d["host"] == host))
+            .unwrap_or_else(|| panic!("result.json lists no {host}: {result:#}"))
+            .clone()
+    };
+    let allowed = destination("allowed.test");
+    assert_eq!(allowed["connections"], 2, "{allowed}");
+    assert!(allowed["bytesDown"].as_u64().unwrap() > 0, "{allowed}");
+    assert_eq!(destination("plain.test")["connections"], 1);
 }
 
 #[test]
