@@ -343,7 +343,7 @@ fn sdk_agent(extra: &str) -> String {
 /// A runtime whose built-in SDK driver may reach `server`.
 async fn sdk_runtime(base_url: &str) -> Arc<Runtime> {
     let mut grants = Grants::default();
-    grants.set_anthropic_base_url(base_url).unwrap();
+    grants.set_base_url("ANTHROPIC_BASE_URL", base_url).unwrap();
     runtime(grants, PluginLimits::default()).await
 }
 

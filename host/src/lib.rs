@@ -12,6 +12,7 @@
 pub mod capabilities;
 pub mod changeset;
 pub mod cli;
+pub mod egress;
 pub mod engine;
 pub mod escape;
 pub mod history;

@@ -15,6 +15,8 @@
 //! host builds it (see `host/build.rs`), embeds it, and hands it to bubblewrap; this
 //! library is the one place that defines its arguments, for both sides.
 
+pub mod relay;
+
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -39,6 +41,8 @@ pub struct Fence {
     /// Each a `struct sock_filter` array, loaded in order.
     pub seccomp: Vec<Vec<u8>>,
     pub reap: bool,
+    /// Relays to the host's egress proxy, started before the command (see [`relay`]).
+    pub egress: Option<relay::Egress>,
     pub command: Vec<OsString>,
 }
 
@@ -58,6 +62,14 @@ impl Fence {
         }
         if self.reap {
             args.push("--reap".into());
+        }
+        if let Some(egress) = &self.egress {
+            args.push("--egress-socket".into());
+            args.push(egress.socket.clone().into());
+            for entry in &egress.allow {
+                args.push("--egress-allow".into());
+                args.push(entry.into());
+            }
         }
         args.push("--".into());
         args.extend(self.command.iter().cloned());
@@ -83,6 +95,21 @@ impl Fence {
                     fence.seccomp.push(program);
                 }
                 Some("--reap") => fence.reap = true,
+                Some("--egress-socket") => {
+                    let socket = path_after(&mut rest, "--egress-socket")?;
+                    fence.egress.get_or_insert_with(Default::default).socket = socket;
+                }
+                Some("--egress-allow") => {
+                    let entry = rest
+                        .next()
+                        .and_then(|e| e.into_string().ok())
+                        .ok_or("--egress-allow needs host:port")?;
+                    fence
+                        .egress
+                        .get_or_insert_with(Default::default)
+                        .allow
+                        .push(entry);
+                }
                 Some("--") => break,
                 other => return Err(format!("unexpected init argument {other:?}")),
             }
@@ -90,6 +117,13 @@ impl Fence {
         fence.command = rest.collect();
         if fence.command.is_empty() {
             return Err("no command to run".into());
+        }
+        if fence
+            .egress
+            .as_ref()
+            .is_some_and(|e| e.socket.as_os_str().is_empty())
+        {
+            return Err("--egress-allow needs --egress-socket".into());
         }
         Ok(fence)
     }
@@ -172,6 +206,10 @@ mod tests {
             writable: vec!["/workspace".into()],
             seccomp: vec![vec![6, 0, 0, 0, 0, 0, 0xff, 0x7f]],
             reap: true,
+            egress: Some(relay::Egress {
+                socket: "/.agentgate/egress/proxy.sock".into(),
+                allow: vec!["a.test:443".into()],
+            }),
             command: vec!["sh".into(), "-c".into(), "--read x".into()],
         };
         let args = fence.to_args();
@@ -189,6 +227,10 @@ mod tests {
                 "--seccomp",
                 "060000000000ff7f",
                 "--reap",
+                "--egress-socket",
+                "/.agentgate/egress/proxy.sock",
+                "--egress-allow",
+                "a.test:443",
                 "--",
                 "sh",
                 "-c",

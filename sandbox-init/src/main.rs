@@ -17,6 +17,9 @@ fn main() {
     if let Err(e) = load_seccomp(&fence.seccomp) {
         fail(&format!("cannot load the seccomp filter: {e}"));
     }
+    if let Some(egress) = &fence.egress {
+        start_relays(egress);
+    }
     if fence.reap {
         // SAFETY: the child only execs (or exits); the parent keeps running alone.
         match unsafe { libc::fork() } {
@@ -45,6 +48,38 @@ fn main() {
     } else {
         INIT_FAILED
     })
+}
+
+/// Binds the relays to the egress proxy, then serves them in a child of their own,
+/// fenced like the command (it forks after the fence and the filter are in place).
+fn start_relays(egress: &agentgate_sandbox_init::relay::Egress) {
+    let relays = agentgate_sandbox_init::relay::Relays::bind(egress)
+        .unwrap_or_else(|e| fail(&format!("cannot listen for the egress proxy: {e}")));
+    // SAFETY: single-threaded so far; the child only serves the relays.
+    match unsafe { libc::fork() } {
+        0 => {
+            detach_stdio();
+            relays.serve()
+        }
+        -1 => fail(&format!("fork: {}", std::io::Error::last_os_error())),
+        _ => drop(relays),
+    }
+}
+
+/// The relays print nothing; they must not hold the command's output pipes open.
+fn detach_stdio() {
+    // SAFETY: open/dup2/close on descriptors this process owns.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+    }
 }
 
 /// The command's pid, for the signal handler.

@@ -363,6 +363,7 @@ pub fn assert_mount_tables_hide(workspace: &Path, host_paths: &[&str]) {
 
 pub mod agent_clis;
 pub mod anthropic;
+pub mod dns;
 pub mod egress_net;
 pub mod http;
 pub mod oci_registry;
@@ -370,3 +371,4 @@ pub mod openai_responses;
 pub mod package_registries;
 pub mod polyglot;
 pub mod unprivileged;
+pub mod upstream;

@@ -1,59 +1,147 @@
-//! The host side of each WIT host interface, and nothing else.
+//! The host capabilities: each folder is one unit, and nothing else.
 //!
-//! Each module implements one capability (`process`, `execution`, `events`, `sandbox`,
-//! `docker`, `git`, `github`) for [`PluginState`](crate::runtime::PluginState). A
-//! plugin can only reach a module whose interface it imports and was granted; the
-//! runtime checks that at load. What all of them act on is the plugin's [`RunContext`];
-//! what they report goes into the run record ([`crate::record`]).
+//! A capability (`events`, `process`, `docker`, `git`, `github`, `sandbox`, `http`)
+//! implements its WIT interface for [`PluginState`](crate::runtime::PluginState) and
+//! the one trait [`HostCapability`] (its `unit.rs`), through which the runtime links
+//! it, reads and shows its operator scope, makes its per-run state, and `gc` reclaims
+//! what it left; [`ALL`] lists them. A plugin can only reach a capability whose
+//! interface it imports and was granted; the runtime checks that at load. What all of
+//! them act on is the plugin's [`RunContext`]; what they report goes into the run
+//! record ([`crate::record`]). `execution` is not a capability: it is the handle type
+//! the `process`, `docker` and `sandbox` capabilities hand out.
 
 pub mod docker;
 pub mod events;
 pub mod execution;
 pub mod git;
 pub mod github;
+#[cfg(test)]
+mod grants_tests;
+pub mod http;
 pub mod process;
 pub mod sandbox;
+pub mod scope;
+mod unit;
 
+use std::any::Any;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::record::EventSink;
-use crate::runtime::grants::DockerGrant;
 use crate::runtime::host_paths::BindScope;
 
 pub use sandbox::SandboxBroker;
+pub use unit::{Capability, HostCapability, Reclaimed};
 
-/// The run a plugin store works for.
+/// Every capability of this host, in the order they are listed to users. Adding a
+/// capability adds its line here.
+pub static ALL: &[&dyn HostCapability] = &[
+    &events::unit::Events,
+    &process::unit::Process,
+    &docker::unit::Docker,
+    &git::unit::Git,
+    &github::unit::Github,
+    &sandbox::unit::Sandbox,
+    &http::unit::Http,
+];
+
+/// The host-wide sections of `grants.yaml` the operator wrote, by capability (see
+/// [`HostCapability::host_section_fields`]).
+pub type HostSections = BTreeMap<Capability, serde_yaml::Value>;
+
+/// A run's egress proxy as the sandboxes see it: the host folder (0700, the run's
+/// alone, outside anything a sandbox can write) holding the proxy's socket, and the
+/// allowed `host:port`s the in-sandbox relays listen for.
+#[derive(Debug, Clone)]
+pub struct EgressGate {
+    pub socket_dir: std::path::PathBuf,
+    pub allow: Vec<String>,
+}
+
+impl EgressGate {
+    /// The variables that send clients to the relay on `127.0.0.1:3128` inside the
+    /// sandbox, for every tool that reads its own (curl, pip, npm, git, cargo, ...).
+    /// They replace whatever the plugin or TaskSpec set under the same names.
+    pub fn environment() -> Vec<(String, String)> {
+        let proxy = format!("http://{}", process::landlock::PROXY_ADDRESS);
+        let mut vars: Vec<(String, String)> = [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "ALL_PROXY",
+            "all_proxy",
+            "PIP_PROXY",
+            "npm_config_proxy",
+            "npm_config_https_proxy",
+            "YARN_HTTP_PROXY",
+            "YARN_HTTPS_PROXY",
+            "CARGO_HTTP_PROXY",
+            "GIT_HTTP_PROXY",
+        ]
+        .into_iter()
+        .map(|name| (name.to_string(), proxy.clone()))
+        .collect();
+        for name in ["NO_PROXY", "no_proxy"] {
+            vars.push((name.into(), "localhost,127.0.0.1".into()));
+        }
+        // git reads `http.proxy` from its configuration; the environment's entries
+        // reach it without touching any `.git/config`.
+        vars.extend([
+            ("GIT_CONFIG_COUNT".into(), "1".into()),
+            ("GIT_CONFIG_KEY_0".into(), "http.proxy".into()),
+            ("GIT_CONFIG_VALUE_0".into(), proxy),
+        ]);
+        vars
+    }
+}
+
+/// The socket's file name in [`EgressGate::socket_dir`].
+pub const EGRESS_SOCKET_NAME: &str = "proxy.sock";
+
+/// The run a plugin store works for: what the engine tells every capability about the
+/// run (its id, events, the folders its sandbox may bind, the folders its workspace
+/// source may act in, its sandbox), and each capability's own per-run state.
 pub struct RunContext {
     pub run_id: String,
     pub events: Arc<EventSink>,
-    /// The operator's allowances for containers, from `grants.yaml`.
-    pub docker: DockerGrant,
+    /// Each capability's per-run state ([`HostCapability::run_state`]), by name.
+    states: BTreeMap<&'static str, Arc<dyn Any + Send + Sync>>,
     /// What a sandbox may bind: the folders the host gave this run's sandbox
     /// (workspace, state) and what the operator allows for mounts. Unset, nothing.
     bind_scope: OnceLock<BindScope>,
     broker: OnceLock<Arc<SandboxBroker>>,
+    /// Set when the TaskSpec has `sandbox.egress`: every sandbox process and container
+    /// of the run is cut off every network but loopback and given this proxy.
+    egress: OnceLock<Arc<EgressGate>>,
     /// False while a plugin is only being described: no host interface may act then.
     active: bool,
     exec_ids: AtomicU64,
-    /// Directories the `git` capability may act under (see [`RunContext::allow_repo_root`]).
+    /// Directories the run's repositories may be in (see [`RunContext::allow_repo_root`]).
     repo_roots: std::sync::Mutex<Vec<std::path::PathBuf>>,
-    /// The URL each repository of this run was cloned from, recorded at the clone.
-    git_origins: git::Origins,
 }
 
 impl RunContext {
-    pub fn new(run_id: String, events: Arc<EventSink>, docker: DockerGrant) -> Arc<RunContext> {
+    /// The context of run `run_id`; `sections` are the operator's host-wide sections
+    /// each capability makes its per-run state from.
+    pub fn new(run_id: String, events: Arc<EventSink>, sections: HostSections) -> Arc<RunContext> {
+        let states = Capability::all()
+            .filter_map(|c| {
+                let state = c.unit().run_state(sections.get(&c))?;
+                Some((c.name(), state))
+            })
+            .collect();
         Arc::new(RunContext {
             run_id,
             events,
-            docker,
+            states,
             bind_scope: OnceLock::new(),
             broker: OnceLock::new(),
+            egress: OnceLock::new(),
             active: true,
             exec_ids: AtomicU64::new(0),
             repo_roots: Default::default(),
-            git_origins: Default::default(),
         })
     }
 
@@ -62,14 +150,25 @@ impl RunContext {
         Arc::new(RunContext {
             run_id: String::new(),
             events: Arc::new(EventSink::discard()),
-            docker: DockerGrant::default(),
+            states: BTreeMap::new(),
             bind_scope: OnceLock::new(),
             broker: OnceLock::new(),
+            egress: OnceLock::new(),
             active: false,
             exec_ids: AtomicU64::new(0),
             repo_roots: Default::default(),
-            git_origins: Default::default(),
         })
+    }
+
+    /// The per-run state of type `S` its capability made, if it made one.
+    pub(crate) fn state<S: Any + Send + Sync>(&self) -> Option<&S> {
+        self.states.values().find_map(|s| s.downcast_ref::<S>())
+    }
+
+    /// The kind of host object (`container`) `id` is, when a capability created it for
+    /// this run; `None` for anything else.
+    pub fn host_object(&self, id: &str) -> Option<&'static str> {
+        Capability::all().find_map(|c| c.unit().host_object(self, id))
     }
 
     /// Traps the calling plugin when host interfaces are not available.
@@ -85,6 +184,16 @@ impl RunContext {
 
     pub(crate) fn next_exec_id(&self) -> String {
         format!("exec-{}", self.exec_ids.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// Confines every sandbox the run starts from now on to the egress proxy.
+    pub fn set_egress(&self, gate: EgressGate) {
+        let _ = self.egress.set(Arc::new(gate));
+    }
+
+    /// The run's egress proxy, when its TaskSpec has `sandbox.egress`.
+    pub fn egress(&self) -> Option<&Arc<EgressGate>> {
+        self.egress.get()
     }
 
     /// Makes the run's sandbox reachable through the `sandbox` interface.
@@ -106,8 +215,8 @@ impl RunContext {
         self.bind_scope.get().cloned().unwrap_or_default()
     }
 
-    /// Lets the `git` capability clone into or open repositories under `dir` (the
-    /// workspace request's scratch dir, the prepared workspace). Nothing else.
+    /// Lets capabilities clone into or open repositories under `dir` (the workspace
+    /// request's scratch dir, the prepared workspace). Nothing else.
     pub fn allow_repo_root(&self, dir: &std::path::Path) {
         if let Ok(dir) = dir.canonicalize() {
             self.repo_roots.lock().unwrap().push(dir);
@@ -116,10 +225,6 @@ impl RunContext {
 
     pub(crate) fn repo_roots(&self) -> Vec<std::path::PathBuf> {
         self.repo_roots.lock().unwrap().clone()
-    }
-
-    pub(crate) fn git_origins(&self) -> &git::Origins {
-        &self.git_origins
     }
 }
 

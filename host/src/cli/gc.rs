@@ -42,7 +42,11 @@ pub async fn run(cli: &Cli, args: &GcArgs) -> ExitCode {
         let verb = if args.dry_run { "would reap" } else { "reaped" };
         for orphan in &report.orphans {
             let mut what: Vec<String> = orphan.leftovers.clone();
-            what.extend(orphan.cgroups.iter().map(|c| format!("cgroup {c}")));
+            // `cgroups` → `cgroup NAME`.
+            what.extend(orphan.reclaimed.iter().flat_map(|(kind, names)| {
+                let one = kind.strip_suffix('s').unwrap_or(kind);
+                names.iter().map(move |name| format!("{one} {name}"))
+            }));
             what.extend(orphan.folders.clone());
             println!(
                 "{verb} run {}{}{}{}",

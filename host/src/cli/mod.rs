@@ -220,8 +220,9 @@ impl Cli {
         self.runtime_with(grants).await
     }
 
-    /// The operator's grants: `grants.yaml`, then `--grant` flags and the Agent SDK
-    /// driver's base URL. What the file should change is printed as a warning.
+    /// The operator's grants: `grants.yaml`, then `--grant` flags and the base URLs
+    /// built-ins take from the environment (the Agent SDK driver's
+    /// `ANTHROPIC_BASE_URL`). What the file should change is printed as a warning.
     fn grants(&self) -> Result<Grants, LoadError> {
         let mut grants = Grants::from_file(&self.home().join("grants.yaml"))?;
         for warning in &grants.warnings {
@@ -233,12 +234,11 @@ impl Cli {
         for flag in &self.grants {
             grants.add_flag(flag)?;
         }
-        // The built-in Agent SDK driver may reach this host, and only it.
-        if let Some(url) = std::env::var("ANTHROPIC_BASE_URL")
-            .ok()
-            .filter(|u| !u.is_empty())
-        {
-            grants.set_anthropic_base_url(&url)?;
+        // The built-in that takes one may reach this host, and only it.
+        for variable in crate::runtime::grants::base_url_variables() {
+            if let Some(url) = std::env::var(variable).ok().filter(|u| !u.is_empty()) {
+                grants.set_base_url(variable, &url)?;
+            }
         }
         Ok(grants)
     }

@@ -11,7 +11,7 @@ use crate::marketplace::component::CacheSettings;
 use crate::marketplace::trust::TrustStore;
 use crate::marketplace::{self, Installer, MarketError, Outcome};
 use crate::runtime::catalog::selector_field;
-use crate::runtime::grants::{Capability, ImportKind};
+use crate::runtime::grants::ImportKind;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum PluginsCommand {
@@ -156,6 +156,7 @@ pub async fn run(cli: &Cli, command: &PluginsCommand) -> ExitCode {
                     .options_schema
                     .as_deref()
                     .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok());
+                let scopes = plugin.scopes().shown();
                 let report = serde_json::json!({
                     "name": info.name,
                     "version": info.version,
@@ -174,15 +175,10 @@ pub async fn run(cli: &Cli, command: &PluginsCommand) -> ExitCode {
                         "grants": i.grants(),
                     })).collect::<Vec<_>>(),
                     "granted": plugin.granted().iter().map(|c| c.name()).collect::<Vec<_>>(),
-                    "httpHosts": plugin.http_hosts().entries(),
+                    // Kept from before scopes: the hosts of the `http` scope.
+                    "httpHosts": scopes.get("http").map_or(serde_json::json!([]), |s| s["hosts"].clone()),
                     // The effective scope of each granted capability that has one.
-                    "scopes": plugin.granted().iter().filter_map(|c| {
-                        let scope = match c {
-                            Capability::Http => Some(serde_json::json!({"hosts": plugin.http_hosts().entries()})),
-                            c => plugin.scopes().shown(*c),
-                        };
-                        scope.map(|s| (c.name().to_string(), s))
-                    }).collect::<serde_json::Map<_, _>>(),
+                    "scopes": scopes,
                     "refused": plugin.refusal().map(|r| r.to_string()),
                     "optionsSchema": schema,
                 });

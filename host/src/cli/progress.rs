@@ -330,6 +330,8 @@ fn render(event: &RunEvent) -> Option<String> {
         EventBody::Progress { message, .. } => Some(block("  ", message)),
         EventBody::Log { level, message } => Some(block(&format!("  [{level}] "), message)),
         EventBody::Denied { message, .. } => Some(block("  [denied] ", message)),
+        EventBody::Egress { allowed: true, .. } => None,
+        EventBody::Egress { reason, .. } => Some(block("  [egress refused] ", reason)),
         EventBody::AgentMessage { text } => Some(block("  agent: ", text)),
         EventBody::ToolCall { name, input, .. } => {
             Some(format!("  tool {} {}", text(name), text(input)))

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -158,6 +159,7 @@ async fn start(
         &request.home,
     ));
     check_host_paths(&host_paths, &request.spec)?;
+    check_egress_cap(runtime, &request.spec)?;
 
     let run_id = uuid::Uuid::now_v7().simple().to_string();
     // The registry first: a run it cannot record could not be cleaned up after a crash,
@@ -206,7 +208,7 @@ async fn start(
         runtime,
         spec: &request.spec,
         plugins,
-        ctx: RunContext::new(run_id, events.clone(), runtime.docker_grant().clone()),
+        ctx: runtime.run_context(run_id, events.clone()),
         host_paths,
         events,
         redactor,
@@ -226,6 +228,8 @@ async fn start(
         sandbox_started: None,
         sandbox_state: None,
         sampler: None,
+        egress: None,
+        egress_report: None,
     };
 
     let limits = request.spec.spec.convergence.as_ref().map(|c| &c.limits);
@@ -251,6 +255,22 @@ async fn start(
     Ok(RunReport {
         folder: run.folder.path().to_path_buf(),
         result,
+    })
+}
+
+/// Refuses a TaskSpec whose `sandbox.egress.allow` asks for more than the operator's
+/// `egress:` in grants.yaml permits, before anything is made for the run.
+fn check_egress_cap(runtime: &Runtime, spec: &TaskSpec) -> Result<(), RunError> {
+    let Some(egress) = &spec.spec.execution.sandbox.egress else {
+        return Ok(());
+    };
+    let field = "spec.execution.sandbox.egress.allow";
+    let allow = crate::egress::Allowlist::parse(&egress.allow)
+        .map_err(|e| RunError::Invalid(format!("{field}{e}")))?;
+    runtime.egress_grants().cap.check(&allow).map_err(|e| {
+        RunError::Invalid(format!(
+            "{field}{e}; ask the operator, or remove that entry"
+        ))
     })
 }
 
@@ -284,6 +304,16 @@ struct Run<'a> {
     sandbox_state: Option<SandboxState>,
     /// Records the sandbox's resource use every second until cleanup.
     sampler: Option<ResourceSampler>,
+    /// The run's egress proxy (TaskSpec `sandbox.egress`), until cleanup.
+    egress: Option<RunEgress>,
+    /// What the proxy saw, once stopped, for `result.json`.
+    egress_report: Option<crate::egress::EgressReport>,
+}
+
+/// A run's egress proxy and the folder of its socket, removed at cleanup.
+struct RunEgress {
+    proxy: crate::egress::Proxy,
+    socket_dir: std::path::PathBuf,
 }
 
 impl Run<'_> {
@@ -455,6 +485,7 @@ impl Run<'_> {
             &[workspace.root.clone(), state_dir.clone()],
             self.host_paths.clone(),
         ));
+        self.start_egress(&state_dir).await?;
         let owner = crate::registry::Owner::current()
             .map_err(|e| Outcome::host(format!("identifying this process: {e}")))?
             .to_string();
@@ -495,7 +526,10 @@ impl Run<'_> {
                 return Err(Outcome::plugin(error));
             }
         };
-        let container_id = (spec.provider == "docker").then(|| summary.id.clone());
+        // The seed's SandboxInfo names the container a sandbox is: the id is one when
+        // the capability that made it for this run says so.
+        let container_id =
+            (self.ctx.host_object(&summary.id) == Some("container")).then(|| summary.id.clone());
         if let Err(e) = self
             .tracker
             .sandbox_created(&summary.id, container_id.as_deref())
@@ -542,6 +576,67 @@ impl Run<'_> {
             self.sandbox_started.unwrap_or_else(Instant::now),
         ));
         self.broker = Some(broker);
+        Ok(())
+    }
+
+    /// Starts the run's egress proxy when the TaskSpec has `sandbox.egress`, before the
+    /// provider makes anything: from then on every sandbox process and container of
+    /// the run is confined to it (see [`crate::capabilities::EgressGate`]). Its socket
+    /// is in a 0700 folder next to the sandbox's state, not in anything a sandbox can
+    /// write, so no sandbox can swap it for another path.
+    async fn start_egress(&mut self, state_dir: &std::path::Path) -> Result<(), Outcome> {
+        let Some(egress) = &self.spec.spec.execution.sandbox.egress else {
+            return Ok(());
+        };
+        let allow =
+            crate::egress::Allowlist::parse(&egress.allow).map_err(|e| Outcome::Failed {
+                status: RunStatus::Invalid,
+                message: format!("spec.execution.sandbox.egress.allow: {e}"),
+            })?;
+        let grants = self.runtime.egress_grants();
+        let cap = grants.cap.clone();
+        let resolver = match grants.nameserver {
+            Some(nameserver) => crate::egress::Resolver::nameserver(nameserver),
+            None => crate::egress::Resolver::system(),
+        }
+        .map_err(|e| Outcome::host(format!("the egress proxy's resolver: {e}")))?;
+        let mut socket_dir = state_dir.as_os_str().to_owned();
+        socket_dir.push("-egress");
+        let socket_dir = std::path::PathBuf::from(socket_dir);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&socket_dir)
+            .map_err(|e| {
+                Outcome::host(format!(
+                    "creating the egress proxy's folder {}: {e}",
+                    socket_dir.display()
+                ))
+            })?;
+        let policy = crate::egress::Policy {
+            allow,
+            cap,
+            resolver,
+        };
+        let socket = socket_dir.join(crate::capabilities::EGRESS_SOCKET_NAME);
+        let proxy = match crate::egress::Proxy::start(policy, &socket, self.events.clone()).await {
+            Ok(proxy) => proxy,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&socket_dir);
+                return Err(Outcome::host(format!("starting the egress proxy: {e}")));
+            }
+        };
+        self.ctx.set_egress(crate::capabilities::EgressGate {
+            socket_dir: socket_dir.clone(),
+            allow: egress.allow.clone(),
+        });
+        self.events.host_log(
+            "info",
+            format!(
+                "egress: only through the proxy, to {}",
+                egress.allow.join(", ")
+            ),
+        );
+        self.egress = Some(RunEgress { proxy, socket_dir });
         Ok(())
     }
 
@@ -593,6 +688,16 @@ impl Run<'_> {
             // Kept whatever the outcome: a provider's warnings matter on success too.
             self.folder
                 .append_plugin_log(self.plugins.provider.name(), &broker.plugin_stdio().await);
+        }
+        // The sandbox is gone: nothing can use the proxy any more.
+        if let Some(egress) = self.egress.take() {
+            self.egress_report = Some(egress.proxy.stop().await);
+            if let Err(e) = std::fs::remove_dir_all(&egress.socket_dir) {
+                cleanup_errors.push(format!(
+                    "removing the egress proxy's folder {}: {e}",
+                    egress.socket_dir.display()
+                ));
+            }
         }
         // Nothing prints any more: write what the output logs held back.
         if let Some(logs) = self.logs.take() {
@@ -820,6 +925,7 @@ impl Run<'_> {
             changes_from: changes.from.to_string(),
             patch: changes.patch,
             logs: self.log_sizes.clone(),
+            egress: self.egress_report.clone(),
         }
     }
 }

@@ -19,6 +19,9 @@ pub struct CrashedRun<'a> {
     pub last_heartbeat: SystemTime,
     pub provider: Option<&'a str>,
     pub sandbox_id: Option<&'a str>,
+    /// The container the sandbox is, as the run recorded it (see
+    /// `RunContext::host_object`).
+    pub container_id: Option<&'a str>,
     /// What gc reaped from the provider.
     pub reaped: &'a [String],
     /// The workspace as the run recorded it, once it was prepared.
@@ -71,9 +74,7 @@ pub fn write_crashed_result(run: &CrashedRun<'_>) -> std::io::Result<Option<Path
         workspace: run.workspace.clone(),
         sandbox: run.provider.map(|provider| SandboxInfo {
             provider: provider.to_string(),
-            container_id: (provider == "docker")
-                .then(|| run.sandbox_id.map(str::to_string))
-                .flatten(),
+            container_id: run.container_id.map(str::to_string),
             id: run.sandbox_id.unwrap_or_default().to_string(),
             isolation: String::new(),
             resource_usage: None,
@@ -86,6 +87,7 @@ pub fn write_crashed_result(run: &CrashedRun<'_>) -> std::io::Result<Option<Path
         changes_from: "none".into(),
         patch: None,
         logs: None,
+        egress: None,
     };
     // Written aside and renamed, so a reader never sees half a result.
     let partial = run.folder.join("result.json.partial");

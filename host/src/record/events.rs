@@ -111,6 +111,16 @@ pub enum EventBody {
         memory_mb: f64,
         pids: u32,
     },
+    /// A decision of the egress proxy (see `egress`): a connection let through to
+    /// `host:port`, or refused and why.
+    Egress {
+        /// The host asked for; empty when the request named none.
+        host: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        port: Option<u16>,
+        allowed: bool,
+        reason: String,
+    },
 }
 
 impl EventBody {
@@ -173,6 +183,17 @@ impl EventBody {
             EventBody::Output { pipe, line } => EventBody::Output {
                 pipe,
                 line: f(line),
+            },
+            EventBody::Egress {
+                host,
+                port,
+                allowed,
+                reason,
+            } => EventBody::Egress {
+                host: f(host),
+                port,
+                allowed,
+                reason: f(reason),
             },
         }
     }

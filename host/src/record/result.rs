@@ -98,6 +98,10 @@ pub struct RunResult {
     /// `stdout.log` and `stderr.log`: what they kept and what they dropped past their
     /// bound. Absent when no sandbox was created.
     pub logs: Option<LogsRecord>,
+    /// Runs whose TaskSpec has `sandbox.egress`: what the egress proxy let through
+    /// (connections and bytes per destination) and what it refused, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<crate::egress::EgressReport>,
 }
 
 /// `changes.patch`: its caps, and the files of `modifiedFiles` it leaves out.
@@ -146,6 +150,16 @@ impl RunResult {
         if let Some(agent) = &mut self.agent {
             texts.extend(agent.session_id.as_mut());
             texts.extend(agent.summary.as_mut());
+        }
+        // The agent chooses the host names it asks the proxy for.
+        if let Some(egress) = &mut self.egress {
+            texts.extend(egress.destinations.iter_mut().map(|d| &mut d.host));
+            texts.extend(
+                egress
+                    .refused
+                    .iter_mut()
+                    .flat_map(|r| [&mut r.host, &mut r.reason]),
+            );
         }
         for text in texts {
             *text = redactor.apply(std::mem::take(text));
@@ -267,6 +281,7 @@ mod tests {
                 }],
             }),
             logs: None,
+            egress: None,
         };
         result.mask(&Redactor::new([secret.to_string()]));
         let json = serde_json::to_string(&result).unwrap();

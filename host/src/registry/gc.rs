@@ -29,8 +29,7 @@ use tokio::time::Instant;
 
 use super::owner::{Liveness, Owner};
 use super::store::{now_ms, Registry, RegistryError, RunRow, RunState};
-use crate::capabilities::process::cgroup::Cgroup;
-use crate::capabilities::RunContext;
+use crate::capabilities::Capability;
 use crate::record::{
     write_crashed_result, CrashedRun, EventSink, SandboxState, WorkspaceRecord, WORKSPACE_SCRATCH,
 };
@@ -88,7 +87,10 @@ pub struct ReapedRun {
     pub provider: Option<String>,
     /// Provider leftovers (containers, volumes) reaped, by id.
     pub leftovers: Vec<String>,
-    pub cgroups: Vec<String>,
+    /// What capabilities reclaimed themselves, by kind (`cgroups`: the run's
+    /// sandbox cgroups, which the `process` capability kills and removes).
+    #[serde(flatten)]
+    pub reclaimed: BTreeMap<&'static str, Vec<String>>,
     /// Folders removed: the sandbox's private state.
     pub folders: Vec<String>,
     /// The run's workspace, kept.
@@ -149,7 +151,7 @@ pub async fn collect(
             run_id: row.run_id.clone(),
             provider: row.sandbox.as_ref().map(|s| s.provider.clone()),
             leftovers: Vec::new(),
-            cgroups: Vec::new(),
+            reclaimed: BTreeMap::new(),
             folders: Vec::new(),
             workspace: None,
             result: None,
@@ -189,15 +191,17 @@ pub async fn collect(
             }
         }
 
-        let prefix = format!("{}-", row.run_id);
-        if options.dry_run {
-            reaped.cgroups.push(format!("{prefix}*"));
-        } else {
-            match Cgroup::reclaim(&prefix) {
-                Ok(names) => reaped.cgroups = names,
-                // No cgroups on this machine: the run could not have made any.
-                Err(crate::capabilities::process::cgroup::CgroupError::Unavailable { .. }) => {}
-                Err(e) => fail(&mut reaped, format!("removing its cgroups: {e}")),
+        for capability in Capability::all() {
+            match capability.unit().reap_run(&row.run_id, options.dry_run) {
+                None => {}
+                Some(Ok(reclaimed)) => {
+                    reaped
+                        .reclaimed
+                        .entry(reclaimed.kind)
+                        .or_default()
+                        .extend(reclaimed.names);
+                }
+                Some(Err(e)) => fail(&mut reaped, e),
             }
         }
 
@@ -241,6 +245,7 @@ pub async fn collect(
                 last_heartbeat: UNIX_EPOCH + Duration::from_millis(row.heartbeat_ms),
                 provider: row.sandbox.as_ref().map(|s| s.provider.as_str()),
                 sandbox_id: row.sandbox.as_ref().and_then(|s| s.sandbox_id.as_deref()),
+                container_id: row.sandbox.as_ref().and_then(|s| s.container_id.as_deref()),
                 reaped: &reaped.leftovers,
                 workspace: row
                     .workspace_record
@@ -379,10 +384,9 @@ impl Provider {
             .catalog()
             .resolve(PluginKind::SandboxProvider, name)
             .map_err(|e| format!("sandbox provider {name:?}: {e}"))?;
-        let context = RunContext::new(
+        let context = runtime.run_context(
             format!("gc-{}", uuid::Uuid::now_v7().simple()),
             Arc::new(EventSink::discard()),
-            runtime.docker_grant().clone(),
         );
         let mut instance = runtime
             .sandbox_provider(plugin, context)

@@ -6,9 +6,10 @@
 //!
 //! One binding per plugin kind is enough: the narrow worlds of `wit/worlds.wit`
 //! (`process-sandbox-provider`, `http-agent-driver`, ...) differ only in their imports,
-//! which the linker satisfies from `add_host_interfaces` and WASI, while these bindings
-//! only look up the exports (`describe` and the kind's interface), the same in every
-//! world of a kind. Which imports a plugin may have is decided by `runtime::grants`.
+//! which the linker satisfies from each capability's `add_to_linker` (through these
+//! modules), [`add_shared_interfaces`] and WASI, while these bindings only look up the
+//! exports (`describe` and the kind's interface), the same in every world of a kind.
+//! Which imports a plugin may have is decided by `runtime::grants`.
 
 mod generated {
     wasmtime::component::bindgen!({
@@ -25,12 +26,20 @@ pub use generated::agentgate::plugin::{
     docker, events, execution, git, github, process, sandbox, types,
 };
 
-/// Adds every host interface to `linker`. Whether a plugin may use one is decided at
-/// load time from its imports (see `runtime::grants`).
-pub fn add_host_interfaces(
+/// Every interface of the `host` world, by its WIT name: a capability added to that
+/// world is here without an edit of this file (`interfaces::kube`).
+pub mod interfaces {
+    pub use super::generated::agentgate::plugin::*;
+}
+
+/// Adds the interfaces of the contract that are no capability (`types`, `execution`)
+/// to `linker`; each capability links its own.
+pub fn add_shared_interfaces(
     linker: &mut wasmtime::component::Linker<crate::runtime::PluginState>,
 ) -> wasmtime::Result<()> {
-    generated::Host_::add_to_linker::<_, wasmtime::component::HasSelf<_>>(linker, |s| s)
+    use wasmtime::component::HasSelf;
+    types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    execution::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
 }
 
 /// The `workspace-source` world.

@@ -21,9 +21,11 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use super::bindings::types::{PluginInfo, PluginKind};
-use super::grants::{self, Capability, Grants, Imports, Refusal};
+use super::grants::{self, Grants, Imports, Refusal};
 use super::loader::Loader;
 use super::PluginError;
+use crate::capabilities::scope::Scopes;
+use crate::capabilities::Capability;
 
 /// Where a plugin came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,8 +56,7 @@ pub struct LoadedPlugin {
     digest: String,
     imports: Imports,
     granted: BTreeSet<Capability>,
-    http_hosts: super::HostAllowlist,
-    scopes: std::sync::Arc<super::scopes::Scopes>,
+    scopes: std::sync::Arc<Scopes>,
     refusal: Option<Refusal>,
     pub(crate) wasm: Wasm,
     /// Compiled (or read from the compile cache) on first use.
@@ -98,12 +99,8 @@ impl LoadedPlugin {
     pub fn granted(&self) -> &BTreeSet<Capability> {
         &self.granted
     }
-    /// The hosts its `http` grant allows (empty without one).
-    pub fn http_hosts(&self) -> &super::HostAllowlist {
-        &self.http_hosts
-    }
-    /// How far each of its capabilities reaches.
-    pub fn scopes(&self) -> &std::sync::Arc<super::scopes::Scopes> {
+    /// How far each of its granted capabilities reaches.
+    pub fn scopes(&self) -> &std::sync::Arc<Scopes> {
         &self.scopes
     }
     /// Why the plugin may not run, if it may not.
@@ -456,7 +453,6 @@ async fn discover(
         digest,
         imports,
         granted: granted.capabilities,
-        http_hosts: granted.http_hosts,
         scopes: std::sync::Arc::new(granted.scopes),
         refusal,
         wasm,

@@ -107,8 +107,9 @@ pub struct HostFolders {
     pub temp: PathBuf,
     /// `AGENTGATE_HOME`.
     pub agentgate_home: PathBuf,
-    /// The Docker engine's socket, when it is a local one.
-    pub engine_socket: Option<PathBuf>,
+    /// Paths capabilities say no TaskSpec or sandbox may reach, whatever the grant,
+    /// with why (the Docker engine's local socket).
+    pub guarded: Vec<(PathBuf, &'static str)>,
 }
 
 impl HostFolders {
@@ -120,7 +121,9 @@ impl HostFolders {
                 .map(PathBuf::from),
             temp: std::env::temp_dir(),
             agentgate_home: agentgate_home.to_path_buf(),
-            engine_socket: crate::capabilities::docker::local_socket(),
+            guarded: crate::capabilities::Capability::all()
+                .flat_map(|c| c.unit().guarded_paths())
+                .collect(),
         }
     }
 }
@@ -130,7 +133,8 @@ impl HostFolders {
 pub enum Protected {
     System,
     AgentgateHome,
-    EngineSocket,
+    /// Guarded by a capability, for the reason given.
+    Capability(&'static str),
 }
 
 impl fmt::Display for Protected {
@@ -140,9 +144,7 @@ impl fmt::Display for Protected {
             Protected::AgentgateHome => {
                 "agentgate's own home (AGENTGATE_HOME: runs, grants, caches)"
             }
-            Protected::EngineSocket => {
-                "the Docker engine's socket, which gives the host to whoever holds it"
-            }
+            Protected::Capability(why) => why,
         })
     }
 }
@@ -310,8 +312,8 @@ impl HostPaths {
             &lexically_absolute(&host.agentgate_home),
             Protected::AgentgateHome,
         );
-        if let Some(socket) = &host.engine_socket {
-            protect(socket, Protected::EngineSocket);
+        for (path, why) in &host.guarded {
+            protect(path, Protected::Capability(why));
         }
         // A home of `/` (some service accounts) or inside a system folder is no default:
         // below it lies the whole system.
@@ -629,7 +631,7 @@ mod tests {
                 user_home: Some(self.home.clone()),
                 temp: self.temp.clone(),
                 agentgate_home: self.agentgate.clone(),
-                engine_socket: Some("/var/run/docker.sock".into()),
+                guarded: vec![("/var/run/docker.sock".into(), "an engine's socket")],
             }
         }
 

@@ -24,7 +24,7 @@ use super::bindings::workspace_source::exports::agentgate::plugin::source::{
     PreparedWorkspace, WorkspaceRequest,
 };
 use super::bindings::workspace_source::WorkspaceSource;
-use super::{Capability, LoadedPlugin, PluginState, Runtime};
+use super::{LoadedPlugin, PluginState, Runtime};
 use crate::capabilities::execution::Execution;
 use crate::capabilities::RunContext;
 
@@ -189,15 +189,12 @@ fn bounded_outcome(plugin: &str, outcome: AgentOutcome) -> Result<AgentOutcome, 
 
 impl Runtime {
     fn new_store(&self, plugin: &LoadedPlugin, run: Arc<RunContext>) -> Store<PluginState> {
-        let http = (plugin.refusal().is_none() && plugin.granted().contains(&Capability::Http))
-            .then(|| plugin.http_hosts().clone());
-        let state = PluginState::new(
-            plugin.name().into(),
-            run,
-            &self.limits,
-            http,
-            plugin.scopes().clone(),
-        );
+        // A refused plugin is never run; were it, it would reach nothing.
+        let scopes = match plugin.refusal() {
+            None => plugin.scopes().clone(),
+            Some(_) => Default::default(),
+        };
+        let state = PluginState::new(plugin.name().into(), run, &self.limits, scopes);
         let mut store = Store::new(self.engine(), state);
         self.limits.apply(&mut store);
         store
@@ -222,7 +219,6 @@ impl Runtime {
             label.into(),
             RunContext::describe_only(),
             limits,
-            None,
             Default::default(),
         );
         let mut store = Store::new(engine, state);

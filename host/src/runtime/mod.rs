@@ -18,9 +18,7 @@ pub mod host_paths;
 pub mod instance;
 mod limits;
 mod loader;
-pub mod scopes;
 mod state;
-mod wasi_http;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -29,13 +27,14 @@ use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine};
 
+pub use crate::capabilities::http::{BadHost, HostAllowlist, HttpLimits};
+pub use crate::capabilities::Capability;
 pub use catalog::{Catalog, Installed, LoadedPlugin, PluginOrigin};
-pub use grants::{Capability, Grants};
+pub use grants::Grants;
 pub use instance::PluginError;
 pub use limits::PluginLimits;
 pub use loader::{LoadObserver, LoadStats};
 pub use state::PluginState;
-pub use wasi_http::{BadHost, HostAllowlist, HttpLimits};
 
 /// How often the epoch ticks. Guest code is interrupted (and may yield) at this rate.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -81,8 +80,9 @@ pub struct Runtime {
     loader: loader::Loader,
     pub(crate) limits: PluginLimits,
     catalog: Catalog,
-    docker_grant: grants::DockerGrant,
+    sections: crate::capabilities::HostSections,
     path_grants: host_paths::PathGrants,
+    egress: grants::EgressGrants,
     _ticker: EpochTicker,
 }
 
@@ -94,8 +94,10 @@ impl Runtime {
         let engine = build_engine()?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        wasi_http::add_to_linker(&mut linker)?;
-        bindings::add_host_interfaces(&mut linker)?;
+        bindings::add_shared_interfaces(&mut linker)?;
+        for capability in Capability::all() {
+            capability.unit().add_to_linker(&mut linker)?;
+        }
         let ticker = EpochTicker::start(engine.clone());
         let cache = config.cache_dir.map(|dir| {
             cache::ComponentCache::new(
@@ -121,8 +123,9 @@ impl Runtime {
             loader,
             limits: config.limits,
             catalog,
-            docker_grant: config.grants.docker.clone(),
+            sections: config.grants.sections.clone(),
             path_grants: config.grants.paths.clone(),
+            egress: config.grants.egress.clone(),
             _ticker: ticker,
         }))
     }
@@ -131,14 +134,25 @@ impl Runtime {
         &self.catalog
     }
 
-    /// What the operator allows containers beyond the host's defaults.
-    pub fn docker_grant(&self) -> &grants::DockerGrant {
-        &self.docker_grant
+    /// The context of a run (or of a `gc` call) with `events`: each capability's
+    /// per-run state made from the operator's host-wide sections.
+    pub fn run_context(
+        &self,
+        run_id: String,
+        events: Arc<crate::record::EventSink>,
+    ) -> Arc<crate::capabilities::RunContext> {
+        crate::capabilities::RunContext::new(run_id, events, self.sections.clone())
     }
 
     /// The host folders the operator allows TaskSpecs (`workspaces:`, `mounts:`).
     pub fn path_grants(&self) -> &host_paths::PathGrants {
         &self.path_grants
+    }
+
+    /// The operator's `egress:` in grants.yaml: the cap on TaskSpecs' allowlists and
+    /// the proxy's nameserver.
+    pub fn egress_grants(&self) -> &grants::EgressGrants {
+        &self.egress
     }
 
     /// Compiles `plugin` (or reads it from the compile cache) unless that was done

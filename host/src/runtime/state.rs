@@ -10,28 +10,10 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::scopes::{ScopeDenial, Scopes};
-use super::wasi_http::HttpPolicy;
-
+use crate::capabilities::http::HttpPolicy;
 use crate::capabilities::process::ProcessGroups;
+use crate::capabilities::scope::{ScopeDenial, Scopes};
 use crate::capabilities::RunContext;
-
-/// Records `denial` as a `denied` event of the run, from the plugin refused; returns
-/// the message the plugin and the operator see.
-pub(crate) fn record_denial(events: &crate::record::EventSink, denial: ScopeDenial) -> String {
-    let message = denial.to_string();
-    events.emit(
-        &denial.plugin,
-        crate::record::EventBody::Denied {
-            capability: denial.capability.name(),
-            call: denial.call,
-            argument: denial.argument,
-            allow: denial.allow,
-            message: message.clone(),
-        },
-    );
-    message
-}
 
 /// What a plugin may print to its own stdout/stderr (kept for the run's plugin log).
 const PLUGIN_STDIO_CAPACITY: usize = 1 << 20;
@@ -44,7 +26,7 @@ pub struct PluginState {
     pub(crate) limits: super::limits::StoreLimiter,
     /// The plugin's name, for messages and events.
     pub(crate) plugin: Arc<str>,
-    /// How far each capability reaches for this plugin (see `runtime::scopes`).
+    /// How far each capability reaches for this plugin (see `capabilities::scope`).
     pub(crate) scopes: Arc<Scopes>,
     pub(crate) run: Arc<RunContext>,
     /// Process groups this store started through the `process` capability.
@@ -62,7 +44,6 @@ impl PluginState {
         plugin: Arc<str>,
         run: Arc<RunContext>,
         limits: &super::PluginLimits,
-        http_hosts: Option<super::HostAllowlist>,
         scopes: Arc<Scopes>,
     ) -> PluginState {
         let stdio = MemoryOutputPipe::new(PLUGIN_STDIO_CAPACITY);
@@ -78,12 +59,7 @@ impl PluginState {
         PluginState {
             wasi,
             http: WasiHttpCtx::new(),
-            http_policy: HttpPolicy {
-                plugin: plugin.clone(),
-                allowlist: http_hosts,
-                limits: limits.http,
-                events: run.events.clone(),
-            },
+            http_policy: HttpPolicy::new(plugin.clone(), &scopes, limits.http, run.events.clone()),
             table: ResourceTable::new(),
             limits: limits.store_limits(),
             plugin,
@@ -103,7 +79,7 @@ impl PluginState {
         &self,
         denial: ScopeDenial,
     ) -> crate::runtime::bindings::types::Error {
-        crate::runtime::bindings::types::Error::Denied(record_denial(&self.run.events, denial))
+        crate::runtime::bindings::types::Error::Denied(denial.record(&self.run.events))
     }
 
     /// What the plugin printed to its stdout and stderr.

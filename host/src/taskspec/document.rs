@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::error::SpecError;
 use super::fields::{self, API_VERSION, KIND};
 use super::interpolate::Env;
-use super::model::{Execution, Metadata, Spec, TaskSpec};
+use super::model::{Execution, Metadata, Network, SandboxSpec, Spec, TaskSpec};
 use crate::home_path::expand_home;
 
 /// Every top-level key any shape allows.
@@ -91,6 +91,7 @@ impl Document {
                 )
             })?;
         }
+        check_egress(&spec.execution.sandbox, execution_path)?;
         Ok(TaskSpec {
             api_version: API_VERSION.into(),
             kind: KIND.into(),
@@ -98,6 +99,43 @@ impl Document {
             spec,
         })
     }
+}
+
+/// `sandbox.egress` is enforced by cutting the sandbox off every network but loopback:
+/// it needs a sandbox (not provider `none`) whose network would otherwise be `bridge`,
+/// and entries the proxy can read.
+fn check_egress(sandbox: &SandboxSpec, execution_path: &str) -> Result<(), SpecError> {
+    let Some(egress) = &sandbox.egress else {
+        return Ok(());
+    };
+    let path = format!("{execution_path}.sandbox.egress");
+    if sandbox.provider == "none" {
+        return Err(SpecError::new(
+            &path,
+            "provider `none` runs the agent on the host, where nothing would enforce an egress allowlist",
+        )
+        .with_hint("use provider `subprocess` or `docker`, or remove sandbox.egress"));
+    }
+    if sandbox.network != Network::Bridge {
+        let network = serde_json::to_value(sandbox.network).unwrap_or_default();
+        return Err(SpecError::new(
+            &path,
+            format!(
+                "needs `network: bridge`, but network is {}",
+                network.as_str().unwrap_or_default()
+            ),
+        )
+        .with_hint(
+            "write `network: bridge` (the sandbox then reaches only the allowed destinations, through the proxy), or remove sandbox.egress",
+        ));
+    }
+    for (index, entry) in egress.allow.iter().enumerate() {
+        crate::egress::Destination::parse(entry).map_err(|message| {
+            SpecError::new(format!("{path}.allow[{index}]"), message)
+                .with_hint("write host:port, e.g. `api.example.com:443` or `*.example.com:443`")
+        })?;
+    }
+    Ok(())
 }
 
 fn is_execution_only(spec: &Spec) -> bool {

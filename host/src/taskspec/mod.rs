@@ -29,8 +29,6 @@ mod tests;
 
 use std::path::Path;
 
-// Until runtime/grants.rs and runtime/scopes.rs name `crate::home_path` themselves.
-pub(crate) use crate::home_path::expand_home;
 pub use error::SpecError;
 pub use interpolate::Env;
 pub use limits::{read, MAX_DEPTH, MAX_FILE_BYTES, MAX_INTERPOLATED_BYTES, MAX_VALUE_BYTES};

@@ -139,6 +139,19 @@ pub struct SandboxSpec {
     pub workdir: String,
     #[serde(default)]
     pub options: Options,
+    /// Where the sandbox may connect; absent, the `network` mode alone decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Egress>,
+}
+
+/// `sandbox.egress`: the sandbox gets no network but loopback, and reaches exactly
+/// these destinations through the host's egress proxy.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Egress {
+    /// `host:port` entries (`api.example.com:443`, `*.example.com:443`, `192.0.2.7:80`).
+    #[serde(default)]
+    pub allow: Vec<String>,
 }
 
 /// The provider of a `sandbox` block that names none.
@@ -164,6 +177,7 @@ impl SandboxSpec {
             environment: BTreeMap::new(),
             workdir: Self::default_workdir(),
             options: Options::new(),
+            egress: None,
         }
     }
 }

@@ -6,7 +6,7 @@
 //! ([`container`]), commands in them ([`exec`]). Everything created carries the host's
 //! labels, so `list-containers`/`list-volumes` (restricted to labelled objects) find
 //! what a crashed run left behind. Before any of that, the image and network are checked
-//! against the plugin's scope ([`crate::runtime::scopes`]): an image outside
+//! against the plugin's scope ([`scope`]): an image outside
 //! `docker.images` is refused before anything is pulled or created.
 
 mod client;
@@ -15,6 +15,8 @@ mod exec;
 mod image;
 mod init;
 pub mod policy;
+mod scope;
+pub mod unit;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -31,6 +33,8 @@ use crate::runtime::bindings::types::{Error, ExecRequest, Label, ResourceUsage};
 use crate::runtime::PluginState;
 use container::{Container, Guard};
 use policy::{Policy, LABEL_RUN_ID};
+use scope::DockerScope;
+pub use scope::{normalize_image, DockerGrant};
 
 pub use client::{engine_address, local_socket, ENGINE_FIX};
 pub use image::{Storage, DISK_QUOTA_FIX};
@@ -82,9 +86,15 @@ fn answer<T>(result: Result<T, Error>) -> wasmtime::Result<Result<T, Error>> {
 }
 
 impl PluginState {
+    /// The plugin's `docker` scope; a store never granted it reaches nothing.
+    fn docker_scope(&self) -> DockerScope {
+        (self.scopes.of::<DockerScope>().cloned()).unwrap_or_else(scope::narrowest)
+    }
+
     async fn run_container_checked(&mut self, spec: ContainerSpec) -> Result<String, Error> {
         // The plugin's scope first: nothing is inspected, pulled or created outside it.
-        self.scopes
+        let scope = self.docker_scope();
+        scope
             .check_image(&self.plugin, "docker.run-container", &spec.image)
             .map_err(|d| self.scope_denied(d))?;
         let run_folders = self.run.bind_scope().run_folders().to_vec();
@@ -94,7 +104,7 @@ impl PluginState {
                 continue;
             };
             if !run_folders.iter().any(|f| resolved.starts_with(f)) {
-                self.scopes
+                scope
                     .check_mount(&self.plugin, &mount.source, &resolved)
                     .map_err(|d| self.scope_denied(d))?;
             }
@@ -103,7 +113,7 @@ impl PluginState {
             spec.network,
             crate::runtime::bindings::types::NetworkMode::Host
         ) {
-            self.scopes
+            scope
                 .check_host_network(&self.plugin)
                 .map_err(|d| self.scope_denied(d))?;
         }
@@ -201,9 +211,9 @@ impl Host for PluginState {
 
     async fn pull_image(&mut self, image: String) -> wasmtime::Result<Result<ImageInfo, Error>> {
         self.run.ensure_active()?;
-        if let Err(denial) = self
-            .scopes
-            .check_image(&self.plugin, "docker.pull-image", &image)
+        if let Err(denial) =
+            self.docker_scope()
+                .check_image(&self.plugin, "docker.pull-image", &image)
         {
             return answer(Err(self.scope_denied(denial)));
         }

@@ -72,7 +72,9 @@ impl Policy {
                 .map_or_else(|_| format!("pid:{}", std::process::id()), |o| o.to_string()),
             created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             invoking_user: format!("{uid}:{gid}"),
-            allow_host_network: run.docker.host_network,
+            allow_host_network: run
+                .state::<super::DockerGrant>()
+                .is_some_and(|grant| grant.host_network),
             sandbox_init: init::host_copy()?,
             // The run's folders are (workspace, state), in that order.
             private_state: binds.run_folders().get(1).cloned(),
@@ -333,7 +335,10 @@ mod tests {
             user_home: None,
             temp: std::env::temp_dir(),
             agentgate_home: "/nonexistent/agentgate-home".into(),
-            engine_socket: socket.or(Some("/var/run/docker.sock".into())),
+            guarded: vec![(
+                socket.unwrap_or_else(|| "/var/run/docker.sock".into()),
+                crate::capabilities::docker::unit::ENGINE_SOCKET,
+            )],
         };
         BindScope::new(run_folders, Arc::new(HostPaths::new(&grants, &host)))
     }

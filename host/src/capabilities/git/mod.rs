@@ -9,7 +9,7 @@
 //! copy of the repository ([`host_repo`]), since the workspace's `.git` is the agent's
 //! to write; a push goes to the URL recorded at the clone ([`Origins`]) unless the
 //! plugin names one. The clone URL and the push URL (and whether it may push at all)
-//! are checked against the plugin's `git` scope first ([`crate::runtime::scopes`]).
+//! are checked against the plugin's `git` scope first ([`scope`]).
 //! libgit2 blocks, so each call runs on a blocking thread; a clone
 //! the caller stops waiting for aborts at its next progress report.
 
@@ -18,6 +18,8 @@ mod clone;
 pub mod credentials;
 mod error;
 mod host_repo;
+mod scope;
+pub mod unit;
 
 mod commit;
 
@@ -134,11 +136,18 @@ fn secret(credentials: &Credentials) -> Result<Secret, Error> {
     Secret::resolve(credentials).map_err(Error::from)
 }
 
+impl PluginState {
+    /// The plugin's `git` scope; a store never granted it reaches nothing.
+    fn git_scope(&self) -> scope::GitScope {
+        (self.scopes.of::<scope::GitScope>().cloned()).unwrap_or_else(scope::narrowest)
+    }
+}
+
 impl Host for PluginState {
     async fn clone(&mut self, request: CloneRequest) -> wasmtime::Result<Result<RepoState, Error>> {
         self.run.ensure_active()?;
         if let Err(denial) =
-            self.scopes
+            self.git_scope()
                 .check_remote(&self.plugin, "git.clone", &request.url, false)
         {
             return Ok(Err(self.scope_denied(denial)));
@@ -168,7 +177,9 @@ impl Host for PluginState {
             .await;
         drop(cancel);
         Ok(answer?.map(|(state, dest)| {
-            self.run.git_origins().record(dest, url);
+            if let Some(origins) = self.run.state::<Origins>() {
+                origins.record(dest, url);
+            }
             state
         }))
     }
@@ -223,9 +234,11 @@ impl Host for PluginState {
             Some(url) => url,
             None => {
                 let origin = self.repo_path(&repo).and_then(|path| {
-                    self.run.git_origins().of(&path).ok_or(GitError::NoOrigin {
-                        repo: path.display().to_string(),
-                    })
+                    (self.run.state::<Origins>())
+                        .and_then(|origins| origins.of(&path))
+                        .ok_or(GitError::NoOrigin {
+                            repo: path.display().to_string(),
+                        })
                 });
                 match origin {
                     Ok(url) => url,
@@ -234,7 +247,7 @@ impl Host for PluginState {
             }
         };
         if let Err(denial) = self
-            .scopes
+            .git_scope()
             .check_remote(&self.plugin, "git.push", &url, true)
         {
             return Ok(Err(self.scope_denied(denial)));

@@ -5,7 +5,7 @@
 //! repository records back, never the token. [`client`] talks to the API and keeps
 //! failed answers whole, [`error`] turns them into messages with the fix, [`repos`]
 //! holds the operations. Every call naming a repository is first checked against the
-//! plugin's `github` scope ([`crate::runtime::scopes`]): the repository against
+//! plugin's `github` scope ([`scope`]): the repository against
 //! `repos`, a fork against `fork` (the repository forked and where the fork lands), a
 //! new repository (its `owner/name`, the token's user when no owner is given) against
 //! `create` and `repos`.
@@ -13,6 +13,8 @@
 mod client;
 mod error;
 mod repos;
+mod scope;
+pub mod unit;
 
 pub use client::{API_URL_VAR, TOKEN_VAR};
 pub use error::GithubError;
@@ -24,6 +26,11 @@ use crate::runtime::PluginState;
 use client::Client;
 
 impl PluginState {
+    /// The plugin's `github` scope; a store never granted it reaches nothing.
+    fn github_scope(&self) -> scope::GithubScope {
+        (self.scopes.of::<scope::GithubScope>().cloned()).unwrap_or_else(scope::narrowest)
+    }
+
     /// Runs `work` with a client, mapping its error to the contract's.
     async fn github<T, F>(
         &mut self,
@@ -49,7 +56,7 @@ impl PluginState {
         name: &str,
         needs: Option<&'static str>,
     ) -> Result<(), Error> {
-        self.scopes
+        self.github_scope()
             .check_repo(&self.plugin, call, &format!("{owner}/{name}"), needs)
             .map_err(|d| self.scope_denied(d))
     }
@@ -76,7 +83,7 @@ impl PluginState {
     ) -> wasmtime::Result<Result<(), Error>> {
         let owner = match owner {
             Some(owner) => owner.to_string(),
-            None if self.scopes.github.repos == crate::runtime::scopes::Patterns::Any => {
+            None if self.github_scope().repos == crate::capabilities::scope::Patterns::Any => {
                 String::from("*")
             }
             None => match self

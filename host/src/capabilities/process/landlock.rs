@@ -14,6 +14,7 @@
 use std::os::fd::OwnedFd;
 use std::sync::OnceLock;
 
+pub use agentgate_sandbox_init::relay::{hosts_file, Egress, PROXY_ADDRESS};
 pub use agentgate_sandbox_init::{Fence, PATH_IN_SANDBOX as INIT_PATH};
 
 use super::memfd;

@@ -17,8 +17,10 @@ pub mod landlock;
 mod memfd;
 mod network;
 mod pump;
+mod scope;
 mod sealed;
 pub mod seccomp;
+pub mod unit;
 mod userns;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -37,6 +39,7 @@ use crate::runtime::bindings::process::{Host, SpawnRequest};
 use crate::runtime::bindings::types::{Error, NetworkMode, ResourceUsage};
 use crate::runtime::host_paths::BindScope;
 use crate::runtime::PluginState;
+use scope::ProcessScope;
 
 use cgroup::{Cgroup, CgroupError, CgroupLimits};
 pub use isolation::{default_limits, Isolation};
@@ -183,6 +186,8 @@ struct Launch {
     keep_stdin_open: bool,
     timeout: Option<Duration>,
     isolation: Isolation,
+    /// The run's egress proxy: the process gets it instead of any network.
+    egress: Option<Arc<crate::capabilities::EgressGate>>,
 }
 
 impl Launch {
@@ -224,6 +229,7 @@ impl Launch {
             keep_stdin_open: request.keep_stdin_open,
             timeout: request.timeout_ms.map(Duration::from_millis),
             isolation,
+            egress: None,
         })
     }
 }
@@ -237,6 +243,30 @@ struct Prepared {
     bridge: Option<network::BridgePipes>,
 }
 
+/// What a sealed process of a run with an egress allowlist is given: the proxy's
+/// folder and the name files, whose memfds must stay open until bubblewrap has run.
+fn sealed_egress(
+    gate: &crate::capabilities::EgressGate,
+) -> Result<(sealed::SealedEgress, [OwnedFd; 2]), Error> {
+    let unavailable =
+        |e: std::io::Error| Error::Unavailable(format!("preparing the egress files: {e}"));
+    let hosts = memfd::sealed(
+        c"agentgate-hosts",
+        landlock::hosts_file(&gate.allow).as_bytes(),
+    )
+    .map_err(unavailable)?;
+    // No resolver but loopback: a name that is not in /etc/hosts resolves nowhere.
+    let resolv_conf =
+        memfd::sealed(c"agentgate-resolv-conf", b"nameserver 127.0.0.1\n").map_err(unavailable)?;
+    let egress = sealed::SealedEgress {
+        socket_dir: gate.socket_dir.clone(),
+        allow: gate.allow.clone(),
+        hosts: hosts.as_raw_fd(),
+        resolv_conf: resolv_conf.as_raw_fd(),
+    };
+    Ok((egress, [hosts, resolv_conf]))
+}
+
 /// Builds the command: the program itself, or bubblewrap around it.
 fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result<Prepared, Error> {
     let Isolation::Sealed {
@@ -245,6 +275,11 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         network,
     } = &launch.isolation
     else {
+        if launch.egress.is_some() {
+            return Err(Error::Denied(
+                "this run's TaskSpec has sandbox.egress: every process of its sandbox must be sealed (`isolation.sealed`), so that its only way out is the egress proxy".into(),
+            ));
+        }
         let mut command = tokio::process::Command::new(&launch.program);
         command
             .arg0(&launch.argv[0])
@@ -261,7 +296,14 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         .check()
         .map_err(super::lacking)?;
     let cgroup = groups.cgroup(cgroup_name, limits)?;
-    let seccomp = seccomp::SeccompPrograms::build(seccomp::Sockets::for_network(*network))?;
+    // With an egress allowlist the process gets loopback only, whatever it asked for;
+    // IP sockets stay allowed, since loopback is where the relays listen.
+    let (network, sockets) = match &launch.egress {
+        Some(_) => (&NetworkMode::None, seccomp::Sockets::Network),
+        None => (network, seccomp::Sockets::for_network(*network)),
+    };
+    let egress = launch.egress.as_deref().map(sealed_egress).transpose()?;
+    let seccomp = seccomp::SeccompPrograms::build(sockets)?;
     let bridge = match network {
         NetworkMode::Bridge => {
             network::slirp4netns()?;
@@ -274,6 +316,7 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
     let mut fds = sealed::BwrapFds {
         seccomp: seccomp.fds.iter().map(AsRawFd::as_raw_fd).collect(),
         init: Some(init.as_raw_fd()),
+        egress: egress.as_ref().map(|(egress, _)| egress.clone()),
         ..Default::default()
     };
     if let Some(pipes) = &bridge {
@@ -300,7 +343,9 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         .current_dir("/");
     let inherited = fds.seccomp.iter().copied().chain(view.bind_fds());
     let bwrap_reads = [init.as_raw_fd(), options.as_raw_fd()];
+    let egress_files = egress.iter().flat_map(|(e, _)| [e.hosts, e.resolv_conf]);
     for fd in inherited
+        .chain(egress_files)
         .chain(fds.info)
         .chain(fds.block)
         .chain(bwrap_reads)
@@ -320,6 +365,7 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
     }
     let mut handed_to_bwrap = seccomp.fds;
     handed_to_bwrap.extend([init, options]);
+    handed_to_bwrap.extend(egress.into_iter().flat_map(|(_, files)| files));
     Ok(Prepared {
         command,
         handed_to_bwrap,
@@ -418,6 +464,7 @@ pub async fn probe_sealed(network: NetworkMode) -> Result<(), Error> {
         keep_stdin_open: false,
         timeout: Some(Duration::from_secs(30)),
         isolation,
+        egress: None,
     };
     let groups = ProcessGroups::default();
     let name = format!(
@@ -509,12 +556,13 @@ impl PluginState {
         if !matches!(launch.isolation, Isolation::Host) {
             return Ok(());
         }
-        let scope = &self.scopes.process;
-        if scope.unsealed && scope.programs == crate::runtime::scopes::Patterns::Any {
+        // A store without the scope (never granted) reaches nothing: fail closed.
+        let scope = (self.scopes.of::<ProcessScope>().cloned()).unwrap_or_else(scope::narrowest);
+        if scope.allows_any_unsealed() {
             return Ok(());
         }
         let resolved = which(&launch.argv[0]).unwrap_or_else(|| launch.argv[0].clone());
-        self.scopes
+        scope
             .check_unsealed(&self.plugin, &resolved)
             .map_err(|d| self.scope_denied(d))?;
         launch.program = resolved;
@@ -534,6 +582,14 @@ impl Host for PluginState {
         };
         if let Err(e) = self.check_scope(&mut launch) {
             return Ok(Err(e));
+        }
+        if let Some(gate) = self.run.egress() {
+            launch.egress = Some(gate.clone());
+            let proxy_vars = crate::capabilities::EgressGate::environment();
+            launch
+                .env
+                .retain(|(name, _)| !proxy_vars.iter().any(|(n, _)| n == name));
+            launch.env.extend(proxy_vars);
         }
         let id = self.run.next_exec_id();
         let cgroup_name = format!("{}-{}", self.run.run_id, self.plugin);
@@ -580,6 +636,7 @@ mod tests {
             keep_stdin_open: false,
             timeout: timeout_ms.map(Duration::from_millis),
             isolation,
+            egress: None,
         }
     }
 

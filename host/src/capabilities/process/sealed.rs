@@ -71,7 +71,27 @@ pub struct BwrapFds {
     /// The sandbox init, copied into the view (see [`super::landlock`]). Without it
     /// the command runs with no Landlock fence (used only by tests of the arguments).
     pub init: Option<RawFd>,
+    /// Set when the run has an egress allowlist: the proxy's folder and the sandbox's
+    /// name files, bound in; the init starts the relays.
+    pub egress: Option<SealedEgress>,
 }
+
+/// What a sandbox of a run with `sandbox.egress` gets of the proxy.
+#[derive(Debug, Clone)]
+pub struct SealedEgress {
+    /// The host folder (0700) holding the proxy's socket, bound read-only at
+    /// [`EGRESS_DIR`].
+    pub socket_dir: PathBuf,
+    /// The allowed `host:port`s.
+    pub allow: Vec<String>,
+    /// The sandbox's `/etc/hosts` ([`landlock::hosts_file`]), a sealed memfd.
+    pub hosts: RawFd,
+    /// The sandbox's `/etc/resolv.conf`: no resolver but loopback, a sealed memfd.
+    pub resolv_conf: RawFd,
+}
+
+/// Where the proxy's folder appears in a sandbox.
+pub const EGRESS_DIR: &str = "/.agentgate/egress";
 
 impl SealedView {
     /// Checks the binds: absolute paths, no NUL, no target that would shadow the system
@@ -198,6 +218,19 @@ impl SealedView {
             args.push(["--perms", "0555", "--ro-bind-data", &fd.to_string()]);
             args.push([landlock::INIT_PATH]);
         }
+        if let Some(egress) = &fds.egress {
+            args.push_os([
+                "--ro-bind".into(),
+                egress.socket_dir.clone().into(),
+                EGRESS_DIR.into(),
+            ]);
+            for (fd, file) in [
+                (egress.hosts, "/etc/hosts"),
+                (egress.resolv_conf, "/etc/resolv.conf"),
+            ] {
+                args.push(["--perms", "0444", "--ro-bind-data", &fd.to_string(), file]);
+            }
+        }
         args.push(["--chdir", cwd]);
         let argv = argv.iter().map(OsString::from).collect();
         let command = match fds.init {
@@ -206,6 +239,10 @@ impl SealedView {
                 let fence = landlock::Fence {
                     readable,
                     writable,
+                    egress: fds.egress.as_ref().map(|egress| landlock::Egress {
+                        socket: Path::new(EGRESS_DIR).join(crate::capabilities::EGRESS_SOCKET_NAME),
+                        allow: egress.allow.clone(),
+                    }),
                     command: argv,
                     ..Default::default()
                 };

@@ -3,8 +3,8 @@
 //! Whole-world toolchains (jco) import `wasi:http/types` whether the code sends a
 //! request or not, so `types` is linked for every plugin and grants nothing by itself:
 //! without `outgoing-handler` nothing it builds can leave the host. Importing
-//! `wasi:http/outgoing-handler` is the capability `http`; a plugin importing it without
-//! the grant is refused at load (`runtime::grants`). The hooks below also refuse every
+//! `wasi:http/outgoing-handler` is the capability `http` ([`unit`]); a plugin importing
+//! it without the grant is refused at load (`runtime::grants`). The hooks below also refuse every
 //! request from a store whose plugin was not granted `http`, so a mistake elsewhere
 //! still fails closed.
 //!
@@ -13,7 +13,11 @@
 //! the run says which host was refused and the grants.yaml line that would allow it. Every request, allowed or not, runs
 //! under the host's timeouts (connect, first byte, between bytes; a plugin may ask for
 //! shorter ones, never longer) and a cap on the response body, so a slow or endless
-//! server cannot hold or flood a run.
+//! server cannot hold or flood a run. The allowlist is the capability's operator scope
+//! ([`scope`]).
+
+mod scope;
+pub mod unit;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,13 +27,12 @@ use http_body_util::BodyExt;
 use wasmtime::component::Linker;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::grants::Capability;
-use super::scopes::ScopeDenial;
-use super::PluginState;
+use crate::capabilities::scope::{ScopeDenial, Scopes};
 use crate::record::EventSink;
+use crate::runtime::PluginState;
 
 /// Links `wasi:http/types` and `wasi:http/outgoing-handler`.
-pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
 }
 
@@ -176,15 +179,31 @@ impl HostAllowlist {
 /// Per-store HTTP policy: requests are sent only when the plugin was granted `http`,
 /// and only to the hosts of its grant.
 pub(crate) struct HttpPolicy {
-    pub(crate) plugin: Arc<str>,
+    plugin: Arc<str>,
     /// `None`: not granted `http` at all.
-    pub(crate) allowlist: Option<HostAllowlist>,
-    pub(crate) limits: HttpLimits,
+    allowlist: Option<HostAllowlist>,
+    limits: HttpLimits,
     /// Where a refusal is reported, naming the host.
-    pub(crate) events: Arc<EventSink>,
+    events: Arc<EventSink>,
 }
 
 impl HttpPolicy {
+    /// The policy of a store of `plugin` with `scopes`: without an `http` scope (not
+    /// granted, or refused) nothing is sent.
+    pub(crate) fn new(
+        plugin: Arc<str>,
+        scopes: &Scopes,
+        limits: HttpLimits,
+        events: Arc<EventSink>,
+    ) -> HttpPolicy {
+        HttpPolicy {
+            plugin,
+            allowlist: scopes.of::<HostAllowlist>().cloned(),
+            limits,
+            events,
+        }
+    }
+
     /// Why a request to `uri` may not leave, if it may not: a refusal in the words of
     /// every other scope, naming the host and the grants.yaml line that would allow it.
     fn refusal(&self, uri: &http::Uri) -> Option<ScopeDenial> {
@@ -197,17 +216,14 @@ impl HttpPolicy {
             Some(list) if list.entries().is_empty() => "http.hosts: none".to_string(),
             Some(list) => format!("http.hosts: {}", list.entries().join(", ")),
         };
-        Some(ScopeDenial {
-            plugin: self.plugin.to_string(),
-            capability: Capability::Http,
-            call: "http.request",
-            argument: format!("host {shown:?}"),
+        Some(ScopeDenial::new(
+            &self.plugin,
+            "http",
+            "http.request",
+            format!("host {shown:?}"),
             allowed,
-            allow: format!(
-                "plugins: {{{}: {{http: {{hosts: [{shown:?}]}}}}}}",
-                self.plugin
-            ),
-        })
+            format!("hosts: [{shown:?}]"),
+        ))
     }
 }
 
@@ -233,7 +249,7 @@ impl WasiHttpHooks for HttpPolicy {
     ) -> Sending {
         _ = fut;
         if let Some(denial) = self.refusal(request.uri()) {
-            super::state::record_denial(&self.events, denial);
+            denial.record(&self.events);
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
         let options = self.limits.bound(options);

@@ -1,6 +1,8 @@
 //! The host side of `agentgate:plugin/events`: a plugin's events go into the run's
 //! [`EventSink`](crate::record::EventSink), which masks, bounds and records them.
 
+pub mod unit;
+
 use crate::record::EventBody;
 use crate::runtime::bindings::events::{Event, Host, LogLevel};
 use crate::runtime::bindings::types::OutputPipe;

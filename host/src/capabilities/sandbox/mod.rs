@@ -7,6 +7,8 @@
 //! File operations act on the workspace through a `cap_std` directory handle, so no
 //! path a driver supplies (`..`, absolute, symlinks) can leave it.
 
+pub mod unit;
+
 use std::io::Write;
 use std::sync::Arc;
 

@@ -1,0 +1,24 @@
+//! `events` as a host capability: no scope, no per-run state of its own (the run's
+//! event sink is the run context's).
+
+use wasmtime::component::{HasSelf, Linker};
+
+use crate::capabilities::HostCapability;
+use crate::runtime::PluginState;
+
+pub struct Events;
+
+impl HostCapability for Events {
+    fn name(&self) -> &'static str {
+        "events"
+    }
+    fn summary(&self) -> &'static str {
+        "progress, logs and agent events of the run"
+    }
+    fn interfaces(&self) -> &'static [&'static str] {
+        &["agentgate:plugin/events"]
+    }
+    fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+        crate::runtime::bindings::events::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+    }
+}

@@ -1,0 +1,28 @@
+//! `github` as a host capability: the GitHub REST API with the host's token. Its
+//! scope is [`super::scope`].
+
+use wasmtime::component::{HasSelf, Linker};
+
+use crate::capabilities::scope::ScopeShape;
+use crate::capabilities::HostCapability;
+use crate::runtime::PluginState;
+
+pub struct Github;
+
+impl HostCapability for Github {
+    fn name(&self) -> &'static str {
+        "github"
+    }
+    fn summary(&self) -> &'static str {
+        "the GitHub REST API with the host's token"
+    }
+    fn interfaces(&self) -> &'static [&'static str] {
+        &["agentgate:plugin/github"]
+    }
+    fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+        crate::runtime::bindings::github::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+    }
+    fn scope(&self) -> Option<&'static dyn ScopeShape> {
+        Some(&super::scope::Shape)
+    }
+}

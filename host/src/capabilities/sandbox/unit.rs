@@ -1,0 +1,25 @@
+//! `sandbox` as a host capability: a driver reaches the run's sandbox and nothing
+//! else, so it needs no scope; its per-run state is the run's [`super::SandboxBroker`],
+//! which the engine sets on the run context once the sandbox exists.
+
+use wasmtime::component::{HasSelf, Linker};
+
+use crate::capabilities::HostCapability;
+use crate::runtime::PluginState;
+
+pub struct Sandbox;
+
+impl HostCapability for Sandbox {
+    fn name(&self) -> &'static str {
+        "sandbox"
+    }
+    fn summary(&self) -> &'static str {
+        "exec and file access in the run's sandbox"
+    }
+    fn interfaces(&self) -> &'static [&'static str] {
+        &["agentgate:plugin/sandbox"]
+    }
+    fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+        crate::runtime::bindings::sandbox::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+    }
+}

@@ -1,0 +1,38 @@
+//! The host's egress proxy: the only way out of a sandbox whose TaskSpec allows a
+//! list of destinations (`sandbox.egress.allow`).
+//!
+//! A sandbox with an egress allowlist has no route but loopback; its clients reach this
+//! proxy through a Unix socket bound into it. The proxy speaks the HTTP/1.1 proxy
+//! protocol only (`CONNECT host:port` and absolute-form `GET http://host:port/...`)
+//! and decides every connection itself, because nothing inside the sandbox can be
+//! trusted to:
+//!
+//! - the destination `host:port` must be in the [`Allowlist`] and within the operator's
+//!   [`OperatorCap`] ([`Policy`]);
+//! - a name is resolved once, by the proxy's own [`Resolver`]; addresses in loopback,
+//!   private, link-local (cloud metadata), multicast and other special ranges are
+//!   refused unless that exact address is listed, and the proxy dials the address it
+//!   resolved, so a second answer (DNS rebinding) never matters;
+//! - the first bytes of a tunnel must name the same host: a TLS ClientHello's SNI, or
+//!   a plain HTTP request's `Host` (module `sniff`);
+//! - every decision is an `egress` event, and [`EgressReport`] counts connections and
+//!   bytes per destination and the refused attempts, for `result.json`.
+//!
+//! The module does not create the sandbox's side (relays, DNS responder, proxy
+//! variables): the sandbox providers wire those to [`Proxy::socket_path`].
+
+mod address;
+mod allowlist;
+mod policy;
+mod proxy;
+mod report;
+mod request;
+mod resolver;
+mod sniff;
+
+pub use address::SpecialRange;
+pub use allowlist::{Allowlist, BadDestination, Destination, HostPattern, Target, TargetHost};
+pub use policy::{CapViolation, OperatorCap, Policy};
+pub use proxy::{Limits, Proxy, ProxyError};
+pub use report::{DestinationTraffic, EgressReport, RefusedAttempt};
+pub use resolver::{Resolver, ResolverError};

@@ -1,0 +1,96 @@
+//! Resolves allowed names for the proxy, once per connection.
+//!
+//! The proxy, not the sandbox, resolves: no DNS query from the sandbox reaches a real
+//! resolver, and the address checked is the address dialed. Names are looked up as
+//! fully qualified names (a trailing dot), so a search domain in the host's
+//! resolv.conf never turns `api.example.com` into `api.example.com.corp.internal`.
+//! Tests point the resolver at a DNS server of their own with [`Resolver::nameserver`].
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hickory_resolver::config::{
+    ConnectionConfig, NameServerConfig, ResolveHosts, ResolverConfig, ResolverOpts,
+};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::TokioResolver;
+
+/// A DNS resolver: the system's configuration, or one nameserver.
+#[derive(Clone)]
+pub struct Resolver {
+    inner: Arc<TokioResolver>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ResolverError {
+    #[error("cannot read the system's resolver configuration: {0}")]
+    SystemConfig(String),
+    #[error("cannot build the resolver: {0}")]
+    Build(String),
+    #[error("`{name}` did not resolve: {message}")]
+    Lookup { name: String, message: String },
+}
+
+/// How long one lookup may take, all attempts included.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Resolver {
+    /// The host's resolver configuration (`/etc/resolv.conf`, `/etc/hosts`).
+    pub fn system() -> Result<Resolver, ResolverError> {
+        let mut builder = TokioResolver::builder_tokio()
+            .map_err(|e| ResolverError::SystemConfig(e.to_string()))?;
+        builder.options_mut().timeout = Duration::from_secs(2);
+        let inner = builder
+            .build()
+            .map_err(|e| ResolverError::Build(e.to_string()))?;
+        Ok(Resolver {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Asks only the nameserver at `address` (UDP, then TCP for long answers); no hosts
+    /// file.
+    pub fn nameserver(address: SocketAddr) -> Result<Resolver, ResolverError> {
+        let connections = [ConnectionConfig::udp(), ConnectionConfig::tcp()]
+            .into_iter()
+            .map(|mut connection| {
+                connection.port = address.port();
+                connection
+            })
+            .collect();
+        let server = NameServerConfig::new(address.ip(), true, connections);
+        let mut options = ResolverOpts::default();
+        options.use_hosts_file = ResolveHosts::Never;
+        options.timeout = Duration::from_secs(2);
+        options.attempts = 1;
+        let inner = TokioResolver::builder_with_config(
+            ResolverConfig::from_name_servers(vec![server]),
+            TokioRuntimeProvider::default(),
+        )
+        .with_options(options)
+        .build()
+        .map_err(|e| ResolverError::Build(e.to_string()))?;
+        Ok(Resolver {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The addresses of `name` (a validated DNS name without a trailing dot).
+    pub async fn resolve(&self, name: &str) -> Result<Vec<IpAddr>, ResolverError> {
+        let fqdn = format!("{name}.");
+        let failed = |message: String| ResolverError::Lookup {
+            name: name.to_string(),
+            message,
+        };
+        let lookup = tokio::time::timeout(LOOKUP_TIMEOUT, self.inner.lookup_ip(fqdn))
+            .await
+            .map_err(|_| failed("no answer in time".into()))?
+            .map_err(|e| failed(e.to_string()))?;
+        let addresses: Vec<IpAddr> = lookup.iter().map(|ip| ip.to_canonical()).collect();
+        if addresses.is_empty() {
+            return Err(failed("no address".into()));
+        }
+        Ok(addresses)
+    }
+}
