@@ -8,7 +8,7 @@
 //! (`support/egress_net.rs`): upstreams on 127.0.0.x, or on the host's own address where
 //! the attack needs a target a real network would reach; a test CA the sandboxed
 //! clients trust; and a test DNS server that is the egress proxy's only resolver
-//! (`AGENTGATE_EGRESS_NAMESERVER`), mapping the test names below.
+//! (grants.yaml `egress.nameserver`), mapping the test names below.
 
 mod support;
 
@@ -22,7 +22,7 @@ use std::process::Output;
 use support::agent_clis::{build_glibc_image, clis, CLIS_IN_SANDBOX, GLIBC_IMAGE};
 use support::anthropic::{AnthropicServer, Reply};
 use support::egress_net::{
-    host_address, Behind, TestCa, TestDns, UdpSink, Upstream, UPSTREAM_BODY,
+    client_ca_environment, host_address, Behind, TestCa, TestDns, UdpSink, Upstream, UPSTREAM_BODY,
 };
 use support::{indent, package_registries, shell_agent, stderr, task_spec, Home};
 
@@ -55,20 +55,17 @@ impl Lab {
     fn new() -> Lab {
         let ca = TestCa::new();
         let host = host_address();
-        let IpAddr::V4(host_v4) = host else {
-            panic!("the host's address {host} is not IPv4")
-        };
         let allowed_ip = IpAddr::V4(ALLOWED_IP);
         let lab_dns = TestDns::start(&[
-            ("allowed.test", ALLOWED_IP),
-            ("plain.test", ALLOWED_IP),
-            ("denied.test", host_v4),
-            ("loop.test", Ipv4Addr::LOCALHOST),
-            ("metadata.test", Ipv4Addr::new(169, 254, 169, 254)),
-            ("private.test", Ipv4Addr::new(10, 1, 2, 3)),
+            ("allowed.test", allowed_ip),
+            ("plain.test", allowed_ip),
+            ("denied.test", host),
+            ("loop.test", Ipv4Addr::LOCALHOST.into()),
+            ("metadata.test", Ipv4Addr::new(169, 254, 169, 254).into()),
+            ("private.test", Ipv4Addr::new(10, 1, 2, 3).into()),
         ]);
         let workspace = tempfile::tempdir().unwrap();
-        ca.write(&workspace.path().join("test-ca.pem"));
+        std::fs::write(workspace.path().join("test-ca.pem"), ca.pem()).unwrap();
         Lab {
             allowed: Upstream::tls(allowed_ip, &ca, &["allowed.test"], Behind::Answer),
             plain: Upstream::plain(allowed_ip, Behind::Answer),
@@ -109,10 +106,8 @@ impl Lab {
         );
         let path = home.dir.path().join("task.yaml");
         std::fs::write(&path, yaml).unwrap();
-        let output = home.agentgate_with_env(
-            &["run", path.to_str().unwrap()],
-            &[("AGENTGATE_EGRESS_NAMESERVER", self.dns.addr().to_string())],
-        );
+        use_nameserver(&home, &self.dns, "");
+        let output = home.agentgate(&["run", path.to_str().unwrap()]);
         let stdout = home.log("stdout.log");
         Ran {
             home,
@@ -126,11 +121,21 @@ impl Lab {
     }
 }
 
+/// Writes the operator's `grants.yaml` in `home`: `more` (YAML), and the egress proxy
+/// resolving names with `dns` only.
+fn use_nameserver(home: &Home, dns: &TestDns, more: &str) {
+    std::fs::write(
+        home.dir.path().join("grants.yaml"),
+        format!("{more}egress:\n  nameserver: \"{}\"\n", dns.address()),
+    )
+    .unwrap();
+}
+
 /// The `execution` body: a `local` workspace, `provider` on `network: bridge` held to
 /// `allow`, the test CA trusted by every client, `script` as the agent.
 fn egress_execution(provider: &str, workspace: &Path, allow: &[String], script: &str) -> String {
     let allow: String = allow.iter().map(|d| format!("- {d:?}\n")).collect();
-    let environment: String = TestCa::client_environment(CA_IN_SANDBOX)
+    let environment: String = client_ca_environment(CA_IN_SANDBOX)
         .into_iter()
         .map(|(name, value)| format!("{name}: {value}\n"))
         .collect();
@@ -258,7 +263,14 @@ fn curl_noproxy_to_a_denied_name_resolves_nothing_and_reaches_nothing() {
     assert_eq!(ran.said("noproxy"), "000");
     assert_eq!(ran.said("resolved"), "no");
     lab.denied.assert_saw_nothing("curl --noproxy");
-    assert!(!lab.dns.questions().contains(&"denied.test".to_string()));
+    assert!(
+        !lab.dns
+            .queries()
+            .iter()
+            .any(|q| q.starts_with("denied.test ")),
+        "{:?}",
+        lab.dns.queries()
+    );
 }
 
 #[test]
@@ -307,9 +319,9 @@ except OSError as e:
     assert_ne!(ran.said("lookup"), "0");
     assert!(sink.received().is_empty(), "{:?}", sink.received());
     assert!(
-        !lab.dns.questions().iter().any(|q| q.contains("exfil")),
+        !lab.dns.queries().iter().any(|q| q.contains("exfil")),
         "the lookup reached a resolver: {:?}",
-        lab.dns.questions()
+        lab.dns.queries()
     );
 }
 
@@ -609,7 +621,7 @@ fn git_clone_over_https_through_the_allowlist() {
         Behind::Forward(SocketAddr::from((Ipv4Addr::LOCALHOST, git.port))),
     );
     let port = front.port();
-    let dns = TestDns::start(&[("git.test", ALLOWED_IP)]);
+    let dns = TestDns::start(&[("git.test", ALLOWED_IP.into())]);
     let lab = Lab { dns, ..lab };
     let ran = lab.run(
         "subprocess",
@@ -636,7 +648,7 @@ fn registry_lab(name: &str, server: &support::http::Server) -> (Lab, Upstream) {
         &[name],
         Behind::Forward(server.url().trim_start_matches("http://").parse().unwrap()),
     );
-    let dns = TestDns::start(&[(name, ALLOWED_IP)]);
+    let dns = TestDns::start(&[(name, ALLOWED_IP.into())]);
     (Lab { dns, ..lab }, front)
 }
 
@@ -754,17 +766,13 @@ fn claude_code_through_the_allowlist(provider: &str, ip: Ipv4Addr) {
         Some(ca.server_config(&["api.anthropic.com"])),
         Behind::Forward(server.url().trim_start_matches("http://").parse().unwrap()),
     );
-    let dns = TestDns::start(&[("api.anthropic.com", ip)]);
+    let dns = TestDns::start(&[("api.anthropic.com", ip.into())]);
     let workspace = tempfile::tempdir().unwrap();
-    ca.write(&workspace.path().join("test-ca.pem"));
+    std::fs::write(workspace.path().join("test-ca.pem"), ca.pem()).unwrap();
     let home = Home::new();
     // The CLI folder is outside the home and temporary folders: bound by grant only.
-    std::fs::write(
-        home.dir.path().join("grants.yaml"),
-        format!("mounts: [{}]\n", clis.display()),
-    )
-    .unwrap();
-    let environment: String = TestCa::client_environment(CA_IN_SANDBOX)
+    use_nameserver(&home, &dns, &format!("mounts: [{}]\n", clis.display()));
+    let environment: String = client_ca_environment(CA_IN_SANDBOX)
         .into_iter()
         .map(|(name, value)| format!("    {name}: {value}\n"))
         .collect();
@@ -786,10 +794,7 @@ fn claude_code_through_the_allowlist(provider: &str, ip: Ipv4Addr) {
             "--secret-env",
             "ANTHROPIC_API_KEY",
         ],
-        &[
-            ("ANTHROPIC_API_KEY", API_KEY.to_string()),
-            ("AGENTGATE_EGRESS_NAMESERVER", dns.addr().to_string()),
-        ],
+        &[("ANTHROPIC_API_KEY", API_KEY.to_string())],
     );
     assert!(
         output.status.success(),
@@ -878,7 +883,7 @@ fn the_test_network_serves_real_clients_on_the_host() {
     let ca = TestCa::new();
     let files = tempfile::tempdir().unwrap();
     let ca_path = files.path().join("ca.pem");
-    ca.write(&ca_path);
+    std::fs::write(&ca_path, ca.pem()).unwrap();
     let ip = ALLOWED_IP.to_string();
 
     let upstream = Upstream::tls(ALLOWED_IP.into(), &ca, &[&ip], Behind::Answer);
@@ -970,7 +975,7 @@ fn the_test_network_serves_real_clients_on_the_host() {
         .join("index.js")
         .is_file());
 
-    let dns = TestDns::start(&[("allowed.test", ALLOWED_IP)]);
+    let dns = TestDns::start(&[("allowed.test", ALLOWED_IP.into())]);
     let out = std::process::Command::new("python3")
         .arg("-c")
         .arg(format!(
@@ -982,7 +987,7 @@ def ask(name):
     r = s.recv(512)
     return r[3] & 15, r[-4:]
 print(ask("allowed.test"), ask("nowhere.test"))"#,
-            dns.addr().port()
+            dns.address().port()
         ))
         .output()
         .unwrap();
@@ -993,5 +998,5 @@ print(ask("allowed.test"), ask("nowhere.test"))"#,
         "{}",
         stderr(&out)
     );
-    assert_eq!(dns.questions(), ["allowed.test", "nowhere.test"]);
+    assert_eq!(dns.queries(), ["allowed.test A", "nowhere.test A"]);
 }

@@ -1,22 +1,26 @@
-//! A hermetic network for the egress tests: a test CA, upstream servers that record
-//! every connection, TLS in front of any local server, a UDP sink, and the DNS server
-//! the egress proxy's resolver is pointed at.
+//! More of the hermetic network for the end-to-end egress tests (`egress_bypass.rs`):
+//! upstreams that answer on any address or put TLS in front of a local server (a
+//! package index, a git server, the Messages API stand-in), a UDP sink, and the
+//! variables that make sandboxed clients trust the test CA. The CA and the DNS server
+//! the egress proxy's resolver asks are `upstream::TestCa` and `dns::TestDns`.
 //!
 //! Why: an egress test must prove two things from the host — that an allowed client got
 //! through, and that a refused one reached *nothing*. So every upstream records each
 //! connection the moment it is accepted (before a byte is read), and every name a test
-//! uses is answered by [`TestDns`], never by a real resolver. Nothing here listens on or
+//! uses is answered by [`TestDns`] (grants.yaml `egress.nameserver`), never by a real
+//! resolver. Nothing here listens on or
 //! dials an address outside this machine: upstreams are on 127.0.0.x or on the host's
 //! own address ([`host_address`]), which a sandbox with a real network could reach and
 //! a sandbox held to its allowlist must not.
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
-use std::path::Path;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+pub use super::dns::TestDns;
+pub use super::upstream::TestCa;
 
 /// The host's own address on its default route (not loopback): reachable from a sandbox
 /// with `network: bridge`, so an upstream there sees a bypass that gets out.
@@ -26,79 +30,21 @@ pub fn host_address() -> IpAddr {
     socket.local_addr().unwrap().ip()
 }
 
-/// A certificate authority made for one test: upstreams present leaf certificates it
-/// signed, and clients in the sandbox trust it through `SSL_CERT_FILE` and friends
-/// ([`TestCa::client_environment`]).
-pub struct TestCa {
-    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
-    pem: String,
-}
-
-impl TestCa {
-    pub fn new() -> TestCa {
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "agentgate egress test CA");
-        params.key_usages = vec![
-            rcgen::KeyUsagePurpose::KeyCertSign,
-            rcgen::KeyUsagePurpose::CrlSign,
-            rcgen::KeyUsagePurpose::DigitalSignature,
-        ];
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = params.self_signed(&key).unwrap();
-        TestCa {
-            pem: cert.pem(),
-            issuer: rcgen::Issuer::new(params, key),
-        }
-    }
-
-    /// The CA certificate, PEM.
-    pub fn pem(&self) -> &str {
-        &self.pem
-    }
-
-    /// Writes the CA certificate to `path` (e.g. into the workspace, where the sandboxed
-    /// clients read it).
-    pub fn write(&self, path: &Path) {
-        std::fs::write(path, &self.pem).unwrap();
-    }
-
-    /// The variables that make curl, git, Python (requests, pip), Node and npm trust the
-    /// CA whose certificate is at `ca_path` inside the sandbox.
-    pub fn client_environment(ca_path: &str) -> Vec<(&'static str, String)> {
-        [
-            "SSL_CERT_FILE",
-            "CURL_CA_BUNDLE",
-            "GIT_SSL_CAINFO",
-            "REQUESTS_CA_BUNDLE",
-            "PIP_CERT",
-            "NODE_EXTRA_CA_CERTS",
-            "npm_config_cafile",
-        ]
-        .into_iter()
-        .map(|name| (name, ca_path.to_string()))
-        .collect()
-    }
-
-    /// A TLS server configuration presenting a certificate for `names` (DNS names or IP
-    /// literals), signed by this CA.
-    pub fn server_config(&self, names: &[&str]) -> Arc<rustls::ServerConfig> {
-        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        let params = rcgen::CertificateParams::new(names).unwrap();
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        let key_der = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![cert.der().clone()], key_der)
-            .unwrap();
-        Arc::new(config)
-    }
+/// The variables that make curl, git, Python (requests, pip), Node and npm trust the
+/// test CA ([`TestCa`]) whose certificate is at `ca_path` inside the sandbox.
+pub fn client_ca_environment(ca_path: &str) -> Vec<(&'static str, String)> {
+    [
+        "SSL_CERT_FILE",
+        "CURL_CA_BUNDLE",
+        "GIT_SSL_CAINFO",
+        "REQUESTS_CA_BUNDLE",
+        "PIP_CERT",
+        "NODE_EXTRA_CA_CERTS",
+        "npm_config_cafile",
+    ]
+    .into_iter()
+    .map(|name| (name, ca_path.to_string()))
+    .collect()
 }
 
 /// One connection an [`Upstream`] accepted.
@@ -341,113 +287,6 @@ impl Drop for UdpSink {
             let _ = thread.join();
         }
     }
-}
-
-/// The DNS server the egress proxy's resolver asks (UDP on 127.0.0.1): it answers the
-/// names a test maps with one A record each, everything else with NXDOMAIN, and records
-/// every question, so a test can show that a name was (or was never) looked up.
-pub struct TestDns {
-    addr: SocketAddr,
-    questions: Arc<Mutex<Vec<String>>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl TestDns {
-    /// Answers each `(name, address)`; names are matched without case and trailing dot.
-    pub fn start(records: &[(&str, Ipv4Addr)]) -> TestDns {
-        let records: HashMap<String, Ipv4Addr> = records
-            .iter()
-            .map(|(name, ip)| (name.trim_end_matches('.').to_lowercase(), *ip))
-            .collect();
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-        socket
-            .set_read_timeout(Some(Duration::from_millis(50)))
-            .unwrap();
-        let addr = socket.local_addr().unwrap();
-        let questions = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let questions = questions.clone();
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while !stop.load(Ordering::Relaxed) {
-                    let Ok((n, peer)) = socket.recv_from(&mut buf) else {
-                        continue;
-                    };
-                    if let Some(reply) = answer(&buf[..n], &records, &questions) {
-                        let _ = socket.send_to(&reply, peer);
-                    }
-                }
-            })
-        };
-        TestDns {
-            addr,
-            questions,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    /// `127.0.0.1:PORT`, what the proxy's resolver is given.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Every name asked so far (lower-case, without the trailing dot), in order.
-    pub fn questions(&self) -> Vec<String> {
-        self.questions.lock().unwrap().clone()
-    }
-}
-
-impl Drop for TestDns {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-fn answer(
-    query: &[u8],
-    records: &HashMap<String, Ipv4Addr>,
-    questions: &Mutex<Vec<String>>,
-) -> Option<Vec<u8>> {
-    use hickory_proto::op::{Message, ResponseCode};
-    use hickory_proto::rr::{rdata::A, RData, Record, RecordType};
-    let query = Message::from_vec(query).ok()?;
-    let mut reply = Message::response(query.metadata.id, query.metadata.op_code);
-    reply.metadata.recursion_desired = query.metadata.recursion_desired;
-    reply.metadata.recursion_available = true;
-    reply.metadata.authoritative = true;
-    let mut known = true;
-    for question in &query.queries {
-        let name = question
-            .name()
-            .to_ascii()
-            .trim_end_matches('.')
-            .to_lowercase();
-        questions.lock().unwrap().push(name.clone());
-        match records.get(&name) {
-            Some(ip) if question.query_type() == RecordType::A => {
-                reply.add_answer(Record::from_rdata(
-                    question.name().clone(),
-                    60,
-                    RData::A(A(*ip)),
-                ));
-            }
-            // A known name has no other records (AAAA included): an empty answer.
-            Some(_) => {}
-            None => known = false,
-        }
-    }
-    reply.add_queries(query.queries.clone());
-    if !known {
-        reply.metadata.response_code = ResponseCode::NXDomain;
-    }
-    reply.to_vec().ok()
 }
 
 /// Reads what an HTTP/1.1 server answers to one request on `stream` (until it closes).
