@@ -89,8 +89,8 @@ impl Lab {
             format!("{ALLOWED_IP}:{}", self.allowed.port()),
             format!("{ALLOWED_IP}:{}", self.plain.port()),
             format!("loop.test:{}", self.loopback.port()),
-            "metadata.test:80".to_string(),
-            "private.test:80".to_string(),
+            "metadata.test:8080".to_string(),
+            "private.test:8080".to_string(),
         ]
     }
 
@@ -387,8 +387,8 @@ fn an_allowed_name_resolving_to_the_metadata_address_or_a_private_one_is_refused
     let lab = Lab::new();
     let ran = lab.subprocess(&format!(
         "{}{}",
-        curl("metadata", "http://metadata.test/latest/meta-data/"),
-        curl("private", "http://private.test/")
+        curl("metadata", "http://metadata.test:8080/latest/meta-data/"),
+        curl("private", "http://private.test:8080/")
     ));
     ran.agent_ran();
     assert_eq!(ran.said("metadata"), "403");
