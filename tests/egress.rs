@@ -13,7 +13,7 @@ use std::net::IpAddr;
 
 use support::dns::TestDns;
 use support::upstream::Upstream;
-use support::{shell_agent, stderr, task_spec, Home};
+use support::{docker_ready, shell_agent, stderr, task_spec, Home, DOCKER_TEST_IMAGE};
 
 /// An upstream on the host and a DNS server that knows it as `api.test`.
 struct World {
@@ -175,4 +175,75 @@ fn egress_with_network_none_or_provider_none_is_refused_before_the_run() {
         );
         assert!(!world.workspace.path().join("ran.txt").exists());
     }
+}
+
+/// The same attempts with busybox's `nc` in a container (its `wget` crashes in the
+/// test image): the request through the proxy goes to the address `http_proxy`
+/// names, the others straight to the name or address. The container has no network
+/// but loopback; the relays run in its first process.
+fn busybox_attempts(port: u16) -> String {
+    let request = |target: &str| {
+        format!(
+            "printf 'GET {target} HTTP/1.1\\r\\nHost: api.test:{port}\\r\\nConnection: close\\r\\n\\r\\n' | nc -w 10"
+        )
+    };
+    format!(
+        "proxy=$(echo $http_proxy | sed 's,^http://,,; s,:, ,')\n\
+         {} $proxy > via-proxy.txt 2>&1\n\
+         {} api.test {port} > transparent.txt 2>&1\n\
+         {} {UPSTREAM_IP} {port} > raw-ip.txt 2>&1 && echo reached >> raw-ip.txt || echo refused >> raw-ip.txt\n\
+         {} other.test {port} > other-name.txt 2>&1 && echo reached >> other-name.txt || echo refused >> other-name.txt\n\
+         env | grep -i _proxy | sort > proxy-env.txt\n\
+         echo done > done.txt\n",
+        request(&format!("http://api.test:{port}/via-proxy")),
+        request("/transparent"),
+        request("/raw-ip"),
+        request("/other-name"),
+    )
+}
+
+#[test]
+fn a_docker_sandbox_reaches_only_the_allowed_destination_through_the_proxy() {
+    if !docker_ready() {
+        return;
+    }
+    let world = World::new();
+    let script = busybox_attempts(world.upstream.port());
+    let output = world.home.run_spec(&world.spec(
+        "docker",
+        &format!("  image: {DOCKER_TEST_IMAGE}\n"),
+        &script,
+    ));
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(world.file("done.txt").trim(), "done");
+    for file in ["via-proxy.txt", "transparent.txt"] {
+        let response = world.file(file);
+        assert!(
+            response.starts_with("HTTP/1.1 200 ") && response.ends_with("xxxxx"),
+            "{file}: {response:?}"
+        );
+    }
+    for file in ["raw-ip.txt", "other-name.txt"] {
+        let response = world.file(file);
+        assert!(response.ends_with("refused\n"), "{file}: {response:?}");
+    }
+    let requests = world.requests();
+    let reached = |path: &str| requests.iter().any(|r| r.contains(path));
+    assert!(
+        reached("/via-proxy") && reached("/transparent"),
+        "{requests:?}"
+    );
+    assert!(
+        !reached("/raw-ip") && !reached("/other-name"),
+        "{requests:?}"
+    );
+    assert!(world
+        .file("proxy-env.txt")
+        .contains("http_proxy=http://127.0.0.1:3128"));
+    let result = world.home.result();
+    let api = result["egress"]["destinations"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["host"] == "api.test").cloned())
+        .unwrap_or_else(|| panic!("{result:#}"));
+    assert_eq!(api["connections"], 2, "{api:#}");
 }

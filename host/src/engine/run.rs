@@ -612,6 +612,20 @@ impl Run<'_> {
                     socket_dir.display()
                 ))
             })?;
+        // The name files containers bind (sealed processes get them as memfds).
+        let hosts = crate::capabilities::process::landlock::hosts_file(&egress.allow);
+        for (name, text) in [
+            (crate::capabilities::EGRESS_HOSTS_NAME, hosts.as_str()),
+            (
+                crate::capabilities::EGRESS_RESOLV_CONF_NAME,
+                crate::capabilities::EGRESS_RESOLV_CONF,
+            ),
+        ] {
+            if let Err(e) = std::fs::write(socket_dir.join(name), text) {
+                let _ = std::fs::remove_dir_all(&socket_dir);
+                return Err(Outcome::host(format!("writing the sandbox's {name}: {e}")));
+            }
+        }
         let policy = crate::egress::Policy {
             allow,
             cap,

@@ -34,8 +34,8 @@ pub struct Container {
     pub run_id: String,
     /// The container's working directory, which a relative exec `cwd` is under.
     pub workdir: String,
-    /// Its network mode, which decides the socket families of its seccomp filter.
-    pub network: NetworkMode,
+    /// Its network, which decides the socket families of its seccomp filter.
+    pub network: ContainerNetwork,
     pub docker: Docker,
     started: Instant,
     peak_memory: Mutex<u64>,
@@ -47,13 +47,23 @@ pub struct Container {
 
 static CONTAINERS: LazyLock<Mutex<HashMap<String, Arc<Container>>>> = LazyLock::new(Mutex::default);
 
+/// The network a container was created with.
+#[derive(Debug, Clone, Copy)]
+pub struct ContainerNetwork {
+    /// The mode the plugin asked for.
+    pub mode: NetworkMode,
+    /// Its run has `sandbox.egress`: it has loopback only whatever the mode, and its
+    /// execs get the proxy variables and IP sockets (for the relays on loopback).
+    pub egress: bool,
+}
+
 impl Container {
     /// Tracks a started container and begins sampling it.
     pub fn track(
         id: String,
         run_id: String,
         workdir: String,
-        network: NetworkMode,
+        network: ContainerNetwork,
         docker: Docker,
         events: Arc<EventSink>,
         plugin: Arc<str>,

@@ -36,6 +36,18 @@ const BUFFERED_CHUNKS: usize = 16;
 /// How long a killed command's output may take to end before the exec is given up.
 const DRAIN_AFTER_KILL: Duration = Duration::from_secs(5);
 
+/// `env` (`NAME=value`s) with the egress proxy's variables in place of its own.
+fn with_proxy_variables(env: Vec<String>) -> Vec<String> {
+    let proxy = crate::capabilities::EgressGate::environment();
+    env.into_iter()
+        .filter(|var| {
+            let name = var.split_once('=').map_or(var.as_str(), |(n, _)| n);
+            !proxy.iter().any(|(p, _)| p == name)
+        })
+        .chain(proxy.iter().map(|(name, value)| format!("{name}={value}")))
+        .collect()
+}
+
 /// Starts `request` in `container`.
 pub async fn start(
     container: &Container,
@@ -60,6 +72,10 @@ pub async fn start(
             }
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let env = match container.network.egress {
+        true => with_proxy_variables(env),
+        false => env,
+    };
     let cwd = working_dir(&container.workdir, request.cwd.as_deref())?;
     let attach_stdin = request.stdin.is_some() || request.keep_stdin_open;
     let docker = &container.docker;
@@ -68,7 +84,10 @@ pub async fn start(
             &container.id,
             ExecConfig {
                 // Through the init, which loads the host's seccomp filter first.
-                cmd: Some(init::wrap(&request.argv, container.network, false)?),
+                cmd: Some(match container.network.egress {
+                    true => init::wrap_for_egress(&request.argv, false, None)?,
+                    false => init::wrap(&request.argv, container.network.mode, false)?,
+                }),
                 env: Some(env),
                 working_dir: Some(cwd),
                 attach_stdin: Some(attach_stdin),

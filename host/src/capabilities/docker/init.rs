@@ -29,9 +29,38 @@ pub const PATH_IN_CONTAINER: &str = "/.agentgate-init";
 /// `argv` started through the init with the programs for `network`; with `reap` the
 /// init stays as its parent.
 pub fn wrap(argv: &[String], network: NetworkMode, reap: bool) -> Result<Vec<String>, Error> {
+    wrap_fence(argv, seccomp::Sockets::for_network(network), reap, None)
+}
+
+/// Where the egress proxy's socket appears in a container of a run with
+/// `sandbox.egress`.
+pub const EGRESS_SOCKET_IN_CONTAINER: &str = "/.agentgate-egress.sock";
+
+/// `argv` in a container of a run with `sandbox.egress` (network `none`): IP sockets
+/// allowed, since loopback is where the relays listen. With `relays` (the allowlist)
+/// the init starts them first; only the container's first process does.
+pub fn wrap_for_egress(
+    argv: &[String],
+    reap: bool,
+    relays: Option<&[String]>,
+) -> Result<Vec<String>, Error> {
+    let egress = relays.map(|allow| landlock::Egress {
+        socket: EGRESS_SOCKET_IN_CONTAINER.into(),
+        allow: allow.to_vec(),
+    });
+    wrap_fence(argv, seccomp::Sockets::Network, reap, egress)
+}
+
+fn wrap_fence(
+    argv: &[String],
+    sockets: seccomp::Sockets,
+    reap: bool,
+    egress: Option<landlock::Egress>,
+) -> Result<Vec<String>, Error> {
     let fence = landlock::Fence {
-        seccomp: seccomp::programs(seccomp::Sockets::for_network(network))?,
+        seccomp: seccomp::programs(sockets)?,
         reap,
+        egress,
         command: argv.iter().map(Into::into).collect(),
         ..Default::default()
     };

@@ -139,7 +139,10 @@ impl PluginState {
             created.id.clone(),
             self.run.run_id.clone(),
             spec.workdir.clone(),
-            spec.network,
+            container::ContainerNetwork {
+                mode: spec.network,
+                egress: policy.egress.is_some(),
+            },
             docker,
             self.run.events.clone(),
             self.plugin.clone(),

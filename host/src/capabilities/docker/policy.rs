@@ -52,6 +52,8 @@ pub struct Policy {
     /// The sandbox's private state folder (canonical): a container gets a tmpfs in its
     /// place, see [`container_config`].
     pub private_state: Option<PathBuf>,
+    /// The run's egress proxy: every container gets it instead of any network.
+    pub egress: Option<std::sync::Arc<crate::capabilities::EgressGate>>,
 }
 
 /// What the image itself runs: its `ENTRYPOINT` and `CMD`.
@@ -79,6 +81,7 @@ impl Policy {
             // The run's folders are (workspace, state), in that order.
             private_state: binds.run_folders().get(1).cloned(),
             binds,
+            egress: run.egress().cloned(),
         })
     }
 
@@ -108,10 +111,16 @@ pub fn container_config(
             format!("`{}` must be an absolute path", spec.workdir),
         ));
     }
+    let egress_env = policy
+        .egress
+        .as_ref()
+        .map(|_| crate::capabilities::EgressGate::environment())
+        .unwrap_or_default();
     let env = spec
         .env
         .iter()
         .enumerate()
+        .filter(|(_, var)| !egress_env.iter().any(|(name, _)| *name == var.name))
         .map(|(i, var)| {
             if var.name.is_empty() || var.name.contains('=') || var.name.contains('\0') {
                 Err(invalid_spec(
@@ -122,6 +131,11 @@ pub fn container_config(
                 Ok(format!("{}={}", var.name, var.value))
             }
         })
+        .chain(
+            egress_env
+                .iter()
+                .map(|(name, value)| Ok(format!("{name}={value}"))),
+        )
         .collect::<Result<Vec<_>, _>>()?;
     let user = match &spec.user {
         Some(user) => {
@@ -151,15 +165,46 @@ pub fn container_config(
         read_only: Some(true),
         ..Default::default()
     });
+    if let Some(egress) = &policy.egress {
+        let file = |name: &str| egress.socket_dir.join(name).display().to_string();
+        for (source, target) in [
+            (
+                file(crate::capabilities::EGRESS_SOCKET_NAME),
+                init::EGRESS_SOCKET_IN_CONTAINER,
+            ),
+            (file(crate::capabilities::EGRESS_HOSTS_NAME), "/etc/hosts"),
+            (
+                file(crate::capabilities::EGRESS_RESOLV_CONF_NAME),
+                "/etc/resolv.conf",
+            ),
+        ] {
+            mounts.push(Mount {
+                typ: Some(MountTypeEnum::BIND),
+                source: Some(source),
+                target: Some(target.into()),
+                read_only: Some(true),
+                ..Default::default()
+            });
+        }
+    }
     // The image's own process, started by the init, which stays as the first process.
-    let entrypoint = init::wrap(&image.entrypoint, spec.network, true)?;
+    let entrypoint = match &policy.egress {
+        Some(egress) => init::wrap_for_egress(&image.entrypoint, true, Some(&egress.allow))?,
+        None => init::wrap(&image.entrypoint, spec.network, true)?,
+    };
     let cmd = if spec.command.is_empty() {
         image.cmd.clone()
     } else {
         spec.command.clone()
     };
-    let network =
-        match spec.network {
+    // With an egress allowlist the container gets loopback only, whatever was asked.
+    let network = if policy.egress.is_some() {
+        NetworkMode::None
+    } else {
+        spec.network
+    };
+    let network_name =
+        match network {
             NetworkMode::None => "none",
             NetworkMode::Bridge => "bridge",
             NetworkMode::Host if policy.allow_host_network => "host",
@@ -194,7 +239,7 @@ pub fn container_config(
         privileged: Some(false),
         // The sandbox init is pid 1 and reaps what the agent leaves behind.
         init: Some(false),
-        network_mode: Some(network.into()),
+        network_mode: Some(network_name.into()),
         mounts: Some(mounts),
         tmpfs: Some(tmpfs),
         ..Default::default()
@@ -211,7 +256,8 @@ pub fn container_config(
         working_dir: Some(spec.workdir.clone()),
         user: Some(user),
         labels: Some(labels),
-        network_disabled: Some(spec.network == NetworkMode::None),
+        // Disabled networking would take loopback too, where the egress relays listen.
+        network_disabled: Some(network == NetworkMode::None && policy.egress.is_none()),
         host_config: Some(host_config),
         ..Default::default()
     };
@@ -318,6 +364,7 @@ mod tests {
             binds: scope(&[], PathGrants::default(), None),
             sandbox_init: "/tmp/agentgate-sandbox-init-test".into(),
             private_state: None,
+            egress: None,
         }
     }
 

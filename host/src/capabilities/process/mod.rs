@@ -255,9 +255,11 @@ fn sealed_egress(
         landlock::hosts_file(&gate.allow).as_bytes(),
     )
     .map_err(unavailable)?;
-    // No resolver but loopback: a name that is not in /etc/hosts resolves nowhere.
-    let resolv_conf =
-        memfd::sealed(c"agentgate-resolv-conf", b"nameserver 127.0.0.1\n").map_err(unavailable)?;
+    let resolv_conf = memfd::sealed(
+        c"agentgate-resolv-conf",
+        crate::capabilities::EGRESS_RESOLV_CONF.as_bytes(),
+    )
+    .map_err(unavailable)?;
     let egress = sealed::SealedEgress {
         socket_dir: gate.socket_dir.clone(),
         allow: gate.allow.clone(),
