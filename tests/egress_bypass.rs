@@ -21,9 +21,11 @@ use std::process::Output;
 
 use support::agent_clis::{build_glibc_image, clis, CLIS_IN_SANDBOX, GLIBC_IMAGE};
 use support::anthropic::{AnthropicServer, Reply};
+use support::dns::TestDns;
 use support::egress_net::{
-    client_ca_environment, host_address, Behind, TestCa, TestDns, UdpSink, Upstream, UPSTREAM_BODY,
+    client_ca_environment, host_address, Behind, UdpSink, Upstream, UPSTREAM_BODY,
 };
+use support::upstream::TestCa;
 use support::{indent, package_registries, shell_agent, stderr, task_spec, Home};
 
 /// Where allowed upstreams listen: loopback, so the proxy dials it only because the

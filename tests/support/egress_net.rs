@@ -7,7 +7,7 @@
 //! Why: an egress test must prove two things from the host — that an allowed client got
 //! through, and that a refused one reached *nothing*. So every upstream records each
 //! connection the moment it is accepted (before a byte is read), and every name a test
-//! uses is answered by [`TestDns`] (grants.yaml `egress.nameserver`), never by a real
+//! uses is answered by `dns::TestDns` (grants.yaml `egress.nameserver`), never by a real
 //! resolver. Nothing here listens on or
 //! dials an address outside this machine: upstreams are on 127.0.0.x or on the host's
 //! own address ([`host_address`]), which a sandbox with a real network could reach and
@@ -19,8 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use super::dns::TestDns;
-pub use super::upstream::TestCa;
+use super::upstream::TestCa;
 
 /// The host's own address on its default route (not loopback): reachable from a sandbox
 /// with `network: bridge`, so an upstream there sees a bypass that gets out.
