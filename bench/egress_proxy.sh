@@ -11,3 +11,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${PROFILE:-dev}"
 cargo bench -p agentgate -q --profile "$profile" --bench egress_proxy
+# The same costs seen by a client inside the subprocess sandbox (relay + proxy), against
+# the bridge network: bench/egress_sandbox.sh.
+bench/egress_sandbox.sh

@@ -111,8 +111,14 @@ impl Home {
     }
 
     pub fn agentgate(&self, args: &[&str]) -> Output {
+        self.agentgate_with_env(args, &[])
+    }
+
+    /// [`Home::agentgate`] with more variables for agentgate itself (not the sandbox).
+    pub fn agentgate_with_env(&self, args: &[&str], env: &[(&str, String)]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_agentgate"))
             .args(args)
+            .envs(env.iter().map(|(name, value)| (name, value)))
             .env("AGENTGATE_HOME", self.dir.path())
             .env_remove("AGENTGATE_PLUGIN_PATH")
             .env("HOST_ONLY_SECRET", "must-not-leak")
@@ -365,11 +371,14 @@ pub fn assert_mount_tables_hide(workspace: &Path, host_paths: &[&str]) {
     }
 }
 
+pub mod agent_clis;
 pub mod anthropic;
 pub mod dns;
+pub mod egress_net;
 pub mod http;
 pub mod oci_registry;
 pub mod openai_responses;
+pub mod package_registries;
 pub mod polyglot;
 pub mod unprivileged;
 pub mod upstream;

@@ -24,6 +24,11 @@ impl TestCa {
     pub fn new() -> TestCa {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        // A name of its own: with rcgen's default, the CA and its leaves share a
+        // subject, and OpenSSL clients (curl, pip, git) take a leaf for self-signed.
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "agentgate egress test CA");
         let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
         TestCa { issuer }
     }

@@ -480,12 +480,13 @@ impl Run<'_> {
             ))
         })?;
         let state_dir = state.path().to_path_buf();
+        let egress_dir = state.egress_dir();
         self.sandbox_state = Some(state);
         self.ctx.set_bind_scope(BindScope::new(
             &[workspace.root.clone(), state_dir.clone()],
             self.host_paths.clone(),
         ));
-        self.start_egress(&state_dir).await?;
+        self.start_egress(egress_dir).await?;
         let owner = crate::registry::Owner::current()
             .map_err(|e| Outcome::host(format!("identifying this process: {e}")))?
             .to_string();
@@ -590,7 +591,7 @@ impl Run<'_> {
     /// the run is confined to it (see [`crate::capabilities::EgressGate`]). Its socket
     /// is in a 0700 folder next to the sandbox's state, not in anything a sandbox can
     /// write, so no sandbox can swap it for another path.
-    async fn start_egress(&mut self, state_dir: &std::path::Path) -> Result<(), Outcome> {
+    async fn start_egress(&mut self, socket_dir: std::path::PathBuf) -> Result<(), Outcome> {
         let Some(egress) = &self.spec.spec.execution.sandbox.egress else {
             return Ok(());
         };
@@ -606,9 +607,6 @@ impl Run<'_> {
             None => crate::egress::Resolver::system(),
         }
         .map_err(|e| Outcome::host(format!("the egress proxy's resolver: {e}")))?;
-        let mut socket_dir = state_dir.as_os_str().to_owned();
-        socket_dir.push("-egress");
-        let socket_dir = std::path::PathBuf::from(socket_dir);
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&socket_dir)

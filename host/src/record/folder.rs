@@ -58,6 +58,16 @@ impl SandboxState {
         &self.path
     }
 
+    /// Where the run's egress proxy keeps its socket and the name files the sandbox
+    /// binds: `<state>-egress`, beside the state rather than in it, so nothing the
+    /// sandbox can write holds it. Created by the run when it has egress; removed with
+    /// the state.
+    pub fn egress_dir(&self) -> PathBuf {
+        let mut name = self.path.as_os_str().to_owned();
+        name.push("-egress");
+        PathBuf::from(name)
+    }
+
     /// Creates the folder, mode 0700, this user's. The temporary folder is shared, so
     /// anything already there (a folder or a symlink another user planted) is an
     /// error, never reused: `mkdir` fails on an existing name without following it.
@@ -68,22 +78,31 @@ impl SandboxState {
     /// Whether the folder is there and is this user's own folder (not a symlink, not
     /// someone else's folder at a name this user chose and then removed).
     pub fn is_ours(&self) -> bool {
-        // SAFETY: geteuid has no preconditions.
-        let uid = unsafe { libc::geteuid() };
-        std::fs::symlink_metadata(&self.path).is_ok_and(|meta| meta.is_dir() && meta.uid() == uid)
+        is_own_folder(&self.path)
     }
 
-    /// Removes the folder and everything in it, when it is ours (symlinks inside are
-    /// removed, never followed). What is not ours is left alone.
+    /// Removes the folder and its egress folder and everything in them, when they are
+    /// ours (symlinks inside are removed, never followed). What is not ours is left
+    /// alone.
     pub fn remove(&self) -> std::io::Result<()> {
-        if !self.is_ours() {
-            return Ok(());
+        for folder in [self.path.clone(), self.egress_dir()] {
+            if !is_own_folder(&folder) {
+                continue;
+            }
+            match std::fs::remove_dir_all(&folder) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
         }
-        match std::fs::remove_dir_all(&self.path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
+        Ok(())
     }
+}
+
+/// Whether `path` is a folder (not a symlink) of this user.
+fn is_own_folder(path: &Path) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir() && meta.uid() == uid)
 }
 
 pub struct RunFolder {
