@@ -240,7 +240,15 @@ struct Prepared {
     /// Descriptors bubblewrap reads (its options, seccomp programs, the init): kept
     /// open until the child has been spawned, since it inherits them, then closed.
     handed_to_bwrap: Vec<OwnedFd>,
-    bridge: Option<network::BridgePipes>,
+    bridge: Option<NetworkSetup>,
+}
+
+/// What the host does to a sealed process's network namespace before its command runs.
+enum NetworkSetup {
+    /// `network: bridge`: attach slirp4netns.
+    Bridge(network::BridgePipes),
+    /// An egress allowlist: let the relays listen on low ports of its loopback.
+    EgressRelays(network::BridgePipes),
 }
 
 /// What a sealed process of a run with an egress allowlist is given: the proxy's
@@ -307,9 +315,10 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
     let egress = launch.egress.as_deref().map(sealed_egress).transpose()?;
     let seccomp = seccomp::SeccompPrograms::build(sockets)?;
     let bridge = match network {
+        _ if egress.is_some() => Some(NetworkSetup::EgressRelays(network::BridgePipes::new()?)),
         NetworkMode::Bridge => {
             network::slirp4netns()?;
-            Some(network::BridgePipes::new()?)
+            Some(NetworkSetup::Bridge(network::BridgePipes::new()?))
         }
         NetworkMode::None | NetworkMode::Host => None,
     };
@@ -321,7 +330,7 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         egress: egress.as_ref().map(|(egress, _)| egress.clone()),
         ..Default::default()
     };
-    if let Some(pipes) = &bridge {
+    if let Some(NetworkSetup::Bridge(pipes) | NetworkSetup::EgressRelays(pipes)) = &bridge {
         fds.info = Some(pipes.info_write.as_raw_fd());
         fds.block = Some(pipes.block_read.as_raw_fd());
     }
@@ -407,16 +416,18 @@ async fn spawn(
         as libc::pid_t;
     let group = Arc::new(ProcessGroup::new(pid));
     groups.track(group.clone());
-    let bridge = match bridge {
-        Some(pipes) => match pipes.attach().await {
-            Ok(bridge) => Some(bridge),
-            Err(e) => {
-                group.kill();
-                let _ = child.wait().await;
-                return Err(e);
-            }
-        },
-        None => None,
+    let attached = match bridge {
+        Some(NetworkSetup::Bridge(pipes)) => pipes.attach().await.map(Some),
+        Some(NetworkSetup::EgressRelays(pipes)) => pipes.open_low_ports().await.map(|()| None),
+        None => Ok(None),
+    };
+    let bridge = match attached {
+        Ok(bridge) => bridge,
+        Err(e) => {
+            group.kill();
+            let _ = child.wait().await;
+            return Err(e);
+        }
     };
 
     // Initial stdin is written in the background when it is closed afterwards, so a

@@ -141,6 +141,84 @@ impl BridgePipes {
     }
 }
 
+impl BridgePipes {
+    /// After bubblewrap started a sandbox of a run with an egress allowlist: lets
+    /// unprivileged processes of its (empty) network namespace listen on ports below
+    /// 1024, so the relay for an allowed `name:443` can listen where the client
+    /// connects, then lets the command run. The setting is the namespace's own
+    /// (`net.ipv4.ip_unprivileged_port_start`); only loopback exists there.
+    pub async fn open_low_ports(self) -> Result<(), Error> {
+        let BridgePipes {
+            info_read,
+            info_write,
+            block_read,
+            block_write,
+        } = self;
+        drop((info_write, block_read));
+        let pid = tokio::task::spawn_blocking(move || sandbox_pid(info_read))
+            .await
+            .map_err(|e| Error::Failed(format!("waiting for the sandbox: {e}")))??;
+        let owner = owning_user_namespace(pid)?;
+        let net = std::fs::File::open(format!("/proc/{pid}/ns/net"))
+            .map_err(|e| Error::Failed(format!("finding the sandbox's network namespace: {e}")))?;
+        tokio::task::spawn_blocking(move || set_unprivileged_port_start(&owner, &net))
+            .await
+            .map_err(|e| Error::Failed(format!("configuring the sandbox's network: {e}")))??;
+        std::fs::File::from(block_write)
+            .write_all(b"1")
+            .map_err(|e| Error::Failed(format!("releasing the sandbox: {e}")))
+    }
+}
+
+/// Writes 0 to `net.ipv4.ip_unprivileged_port_start` of the network namespace `net`,
+/// from a child that joins the user namespace owning it (this user's, made by
+/// bubblewrap) and then `net`: joining a user namespace needs a single thread.
+fn set_unprivileged_port_start(owner: &OwnedFd, net: &std::fs::File) -> Result<(), Error> {
+    let path = c"/proc/sys/net/ipv4/ip_unprivileged_port_start";
+    let (owner, net) = (owner.as_raw_fd(), net.as_raw_fd());
+    // SAFETY: the child makes only async-signal-safe calls (setns, open, write, _exit).
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        return Err(Error::Failed(format!(
+            "configuring the sandbox's network: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    if child == 0 {
+        // SAFETY: in the forked child; every call is async-signal-safe.
+        unsafe {
+            let code = if libc::setns(owner, libc::CLONE_NEWUSER) != 0 {
+                1
+            } else if libc::setns(net, libc::CLONE_NEWNET) != 0 {
+                2
+            } else {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 || libc::write(fd, b"0\n".as_ptr().cast(), 2) != 2 {
+                    3
+                } else {
+                    0
+                }
+            };
+            libc::_exit(code);
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waiting for the child just forked.
+    while unsafe { libc::waitpid(child, &mut status, 0) } < 0 {
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            break;
+        }
+    }
+    match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
+        Some(0) => Ok(()),
+        code => Err(Error::Unavailable(format!(
+            "could not let the egress relays listen on ports below 1024 in the sandbox's \
+             network namespace (step {code:?}: join its user namespace, its network \
+             namespace, write ip_unprivileged_port_start)"
+        ))),
+    }
+}
+
 /// What to do when slirp4netns could not open the TUN device, as happens to users other
 /// than root where `/dev/net/tun` is not world read-writable.
 fn tun_hint(stderr: &str) -> Option<&'static str> {
