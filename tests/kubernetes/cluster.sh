@@ -77,7 +77,307 @@ build_binaries() {
     done
 }
 
+# The pod sandbox (pause) image and the test image, built from scratch (no registry is
+# reachable): saved once as archives that containerd imports on every `up`.
+build_images() {
+    local dir=$BASE/images
+    mkdir -p "$dir"
+    local busybox=/bin/busybox
+    [[ -x $busybox ]] && "$busybox" --list >/dev/null 2>&1 && file -L "$busybox" 2>/dev/null | grep -q static \
+        || die "needs a static busybox: apt-get install busybox-static"
+    local stamp
+    stamp=$(stamp_of "$BIN/pause" "$busybox")
+    if [[ -f $dir/images.tar && $(cat "$dir/images.stamp" 2>/dev/null) == "$stamp" ]]; then
+        return
+    fi
+    command -v docker >/dev/null || die "needs docker to build the pause and test images"
+    local ctx
+    ctx=$(mktemp -d)
+    mkdir -p "$ctx/pause" "$ctx/busybox/bin"
+    cp "$BIN/pause" "$ctx/pause/pause"
+    printf 'FROM scratch\nCOPY pause /pause\nENTRYPOINT ["/pause"]\n' > "$ctx/pause/Dockerfile"
+    cp "$busybox" "$ctx/busybox/bin/busybox"
+    local applet
+    for applet in $("$busybox" --list); do
+        [[ $applet == busybox ]] || ln -s busybox "$ctx/busybox/bin/$applet"
+    done
+    printf 'FROM scratch\nCOPY bin /bin\nENV PATH=/bin\nCMD ["sh"]\n' > "$ctx/busybox/Dockerfile"
+    docker build -q -t "$PAUSE_IMAGE" "$ctx/pause" >/dev/null
+    docker build -q -t "$TEST_IMAGE" "$ctx/busybox" >/dev/null
+    docker save -o "$dir/images.tar" "$PAUSE_IMAGE" "$TEST_IMAGE"
+    echo "$stamp" > "$dir/images.stamp"
+    rm -rf "$ctx"
+}
+
+# --- certificates and kubeconfigs -------------------------------------------------------------
+
+PKI=$STATE/pki
+
+# cert NAME SUBJECT USAGE [SAN]: a key and a certificate signed by the cluster's CA.
+cert() {
+    local name=$1 subject=$2 usage=$3 san=${4:-}
+    openssl req -new -newkey rsa:2048 -nodes -keyout "$PKI/$name.key" -subj "$subject" \
+        -out "$PKI/$name.csr" 2>/dev/null
+    {
+        echo "extendedKeyUsage=$usage"
+        echo "keyUsage=critical,digitalSignature,keyEncipherment"
+        [[ -n $san ]] && echo "subjectAltName=$san"
+    } > "$PKI/$name.ext"
+    openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+        -days 30 -extfile "$PKI/$name.ext" -out "$PKI/$name.crt" 2>/dev/null
+    rm -f "$PKI/$name.csr" "$PKI/$name.ext"
+}
+
+# kubeconfig NAME: a kubeconfig that authenticates with the certificate NAME.
+kubeconfig() {
+    local name=$1
+    cat > "$STATE/$name.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: agentgate-test
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority: $PKI/ca.crt
+users:
+- name: $name
+  user:
+    client-certificate: $PKI/$name.crt
+    client-key: $PKI/$name.key
+contexts:
+- name: agentgate-test
+  context: {cluster: agentgate-test, user: $name}
+current-context: agentgate-test
+EOF
+}
+
+make_pki() {
+    [[ -f $PKI/done ]] && return
+    mkdir -p "$PKI"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$PKI/ca.key" -out "$PKI/ca.crt" \
+        -days 30 -subj "/CN=agentgate-test-ca" 2>/dev/null
+    cert apiserver "/CN=kube-apiserver" serverAuth \
+        "IP:127.0.0.1,IP:${SERVICE_CIDR%.*}.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    cert admin "/O=system:masters/CN=agentgate-test-admin" clientAuth
+    cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+    cert controller-manager "/CN=system:kube-controller-manager" clientAuth
+    cert scheduler "/CN=system:kube-scheduler" clientAuth
+    cert kubelet "/O=system:nodes/CN=system:node:$NODE" clientAuth
+    openssl genrsa -out "$PKI/service-accounts.key" 2048 2>/dev/null
+    openssl rsa -in "$PKI/service-accounts.key" -pubout -out "$PKI/service-accounts.pub" 2>/dev/null
+    local name
+    for name in admin controller-manager scheduler kubelet; do kubeconfig "$name"; done
+    touch "$PKI/done"
+}
+
+# --- processes --------------------------------------------------------------------------------
+
+alive() { [[ -f $STATE/pids/$1 ]] && kill -0 "$(cat "$STATE/pids/$1")" 2>/dev/null; }
+
+# start NAME COMMAND...: run COMMAND in its own session, logging to $LOGS/NAME.log.
+start() {
+    local name=$1; shift
+    alive "$name" && return
+    mkdir -p "$STATE/pids" "$LOGS"
+    setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+    echo $! > "$STATE/pids/$name"
+}
+
+# wait_for WHAT SECONDS COMMAND...: poll COMMAND until it succeeds.
+wait_for() {
+    local what=$1 limit=$2; shift 2
+    local deadline=$((SECONDS + limit))
+    until "$@" >/dev/null 2>&1; do
+        ((SECONDS < deadline)) || die "$what not ready after ${limit}s; see $LOGS"
+        sleep 1
+    done
+}
+
+api_ready() {
+    curl -sf --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
+        "https://127.0.0.1:$API_PORT/readyz"
+}
+
+kubectl() { "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
+
+node_ready() {
+    [[ $(kubectl get node "$NODE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}') == True ]]
+}
+
+ctr_() { ctr --address "$RUN/containerd.sock" -n k8s.io "$@"; }
+
+write_configs() {
+    mkdir -p "$STATE/cni" "$RUN"
+    cat > "$STATE/containerd.toml" <<EOF
+version = 2
+root = "$STATE/containerd"
+state = "$RUN/containerd"
+[grpc]
+  address = "$RUN/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  disable_apparmor = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$STATE/cni"
+EOF
+    cat > "$STATE/cni/10-agentgate.conflist" <<EOF
+{
+  "cniVersion": "0.4.0",
+  "name": "agentgate-test",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "agentgate0",
+      "isGateway": true,
+      "ipMasq": false,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "$POD_CIDR"}]],
+        "dataDir": "$STATE/cni-ipam"
+      }
+    }
+  ]
+}
+EOF
+    cat > "$STATE/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# This machine runs cgroup v1; Kubernetes $K8S_VERSION still supports it when told so.
+failCgroupV1: false
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://$RUN/containerd.sock
+port: $KUBELET_PORT
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 0
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $PKI/ca.crt}
+authorization: {mode: Webhook}
+failSwapOn: false
+podCIDR: $POD_CIDR
+serializeImagePulls: false
+# The disk and memory are shared with CI: never evict or taint for pressure.
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+imageGCHighThresholdPercent: 100
+EOF
+}
+
+up() {
+    command -v containerd >/dev/null && command -v runc >/dev/null || die "needs containerd and runc: apt-get install containerd runc"
+    [[ -x /usr/lib/cni/bridge ]] || die "needs the CNI plugins: apt-get install containernetworking-plugins"
+    command -v iptables >/dev/null || die "needs iptables: apt-get install iptables"
+    local t0=$SECONDS
+    build_binaries
+    build_images
+    local t1=$SECONDS
+    make_pki
+    write_configs
+
+    start etcd "$BIN/etcd" --name agentgate-test --data-dir "$STATE/etcd" \
+        --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+        --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 10))" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 10))" \
+        --initial-cluster "agentgate-test=http://127.0.0.1:$((ETCD_PORT + 10))" \
+        --unsafe-no-fsync
+    start containerd containerd --config "$STATE/containerd.toml"
+    wait_for etcd 60 curl -sf "http://127.0.0.1:$ETCD_PORT/health"
+
+    start kube-apiserver "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+        --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+        --client-ca-file "$PKI/ca.crt" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+        --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
+        --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
+        --kubelet-preferred-address-types InternalIP \
+        --service-account-issuer https://kubernetes.default.svc.cluster.local \
+        --service-account-key-file "$PKI/service-accounts.pub" \
+        --service-account-signing-key-file "$PKI/service-accounts.key" \
+        --service-cluster-ip-range "$SERVICE_CIDR" --authorization-mode Node,RBAC \
+        --allow-privileged=false
+    wait_for kube-apiserver 180 api_ready
+
+    start kube-controller-manager "$BIN/kube-controller-manager" \
+        --kubeconfig "$STATE/controller-manager.kubeconfig" --bind-address 127.0.0.1 \
+        --leader-elect=false --use-service-account-credentials \
+        --service-account-private-key-file "$PKI/service-accounts.key" --root-ca-file "$PKI/ca.crt" \
+        --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key"
+    start kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$STATE/scheduler.kubeconfig" \
+        --bind-address 127.0.0.1 --leader-elect=false
+
+    wait_for containerd 60 ctr_ version
+    ctr_ images import "$BASE/images/images.tar" >/dev/null
+
+    start kubelet "$BIN/kubelet" --config "$STATE/kubelet.yaml" --kubeconfig "$STATE/kubelet.kubeconfig" \
+        --root-dir "$STATE/kubelet" --cert-dir "$STATE/kubelet-pki" --hostname-override "$NODE"
+    wait_for "node $NODE" 180 node_ready
+    # Pods are admitted only once their namespace's default service account exists.
+    wait_for "default service account" 60 kubectl get serviceaccount default -n default
+    log "up in $((SECONDS - t0))s (builds $((t1 - t0))s, start $((SECONDS - t1))s)"
+    echo "KUBECONFIG=$STATE/admin.kubeconfig"
+    echo "IMAGE=$TEST_IMAGE"
+}
+
+# stop NAME: SIGTERM, then SIGKILL after 10s.
+stop() {
+    local name=$1 pid
+    [[ -f $STATE/pids/$name ]] || return 0
+    pid=$(cat "$STATE/pids/$name")
+    if kill -0 "$pid" 2>/dev/null; then
+        kill "$pid" 2>/dev/null || true
+        local i
+        for i in $(seq 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+        kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$STATE/pids/$name"
+}
+
+down() {
+    stop kubelet
+    # The pods' containers outlive the kubelet: end them through containerd, then the shims.
+    if alive containerd; then
+        local task
+        for task in $(ctr_ tasks ls -q 2>/dev/null); do
+            ctr_ tasks kill -s SIGKILL "$task" >/dev/null 2>&1 || true
+        done
+        sleep 1
+        for task in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks delete -f "$task" >/dev/null 2>&1 || true; done
+        local container
+        for container in $(ctr_ containers ls -q 2>/dev/null); do ctr_ containers delete "$container" >/dev/null 2>&1 || true; done
+    fi
+    local name
+    for name in kube-scheduler kube-controller-manager kube-apiserver containerd etcd; do stop "$name"; done
+    # Shims started by this containerd name its socket on their command line.
+    local pid
+    for pid in $(pgrep -f -- "-address $RUN/containerd.sock" || true); do kill -9 "$pid" 2>/dev/null || true; done
+    local mount
+    for mount in $(findmnt -rn -o TARGET | grep -E "^($STATE|$RUN)/" | sort -r); do
+        umount -l "$mount" 2>/dev/null || true
+    done
+    ip link delete agentgate0 2>/dev/null || true
+    rm -rf "$STATE" "$RUN"
+    log "down"
+}
+
+status() {
+    local name
+    for name in etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet; do
+        if alive "$name"; then echo "$name: running (pid $(cat "$STATE/pids/$name"))"; else echo "$name: stopped"; fi
+    done
+}
+
 case "${1:-}" in
-    build) build_binaries ;;
+    build) build_binaries; build_images ;;
+    up) up ;;
+    down) down ;;
+    status) status ;;
     *) die "usage: $0 build|up|down|status" ;;
 esac
