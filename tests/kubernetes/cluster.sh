@@ -83,7 +83,7 @@ build_images() {
     local dir=$BASE/images
     mkdir -p "$dir"
     local busybox=/bin/busybox
-    [[ -x $busybox ]] && "$busybox" --list >/dev/null 2>&1 && file -L "$busybox" 2>/dev/null | grep -q static \
+    [[ -x $busybox && $(LC_ALL=C ldd "$busybox" 2>&1) == *"not a dynamic"* ]] \
         || die "needs a static busybox: apt-get install busybox-static"
     local stamp
     stamp=$(stamp_of "$BIN/pause" "$busybox")
@@ -105,6 +105,7 @@ build_images() {
     docker build -q -t "$PAUSE_IMAGE" "$ctx/pause" >/dev/null
     docker build -q -t "$TEST_IMAGE" "$ctx/busybox" >/dev/null
     docker save -o "$dir/images.tar" "$PAUSE_IMAGE" "$TEST_IMAGE"
+    docker rmi "$PAUSE_IMAGE" "$TEST_IMAGE" >/dev/null
     echo "$stamp" > "$dir/images.stamp"
     rm -rf "$ctx"
 }
