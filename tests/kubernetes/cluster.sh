@@ -6,6 +6,7 @@
 #                                       prints KUBECONFIG=PATH and IMAGE=NAME
 #   tests/kubernetes/cluster.sh down    stop everything and remove the cluster's state
 #   tests/kubernetes/cluster.sh status  say what runs
+#   tests/kubernetes/cluster.sh smoke   run a pod that prints hello on the running cluster
 #
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a kubelet on its own
 # containerd (runc, CNI bridge). Kubernetes and etcd are built from Go modules (no prebuilt
@@ -189,7 +190,7 @@ wait_for() {
     local what=$1 limit=$2; shift 2
     local deadline=$((SECONDS + limit))
     until "$@" >/dev/null 2>&1; do
-        ((SECONDS < deadline)) || die "$what not ready after ${limit}s; see $LOGS"
+        ((SECONDS < deadline)) || die "$what not ready after ${limit}s; see $LOGS/"
         sleep 1
     done
 }
@@ -368,6 +369,38 @@ down() {
     log "down"
 }
 
+# A pod on the test image that runs `echo hello`, locked down as agentgate's pods will be:
+# proof that scheduling, the kubelet, containerd, runc, CNI and logs all work.
+smoke() {
+    local pod=agentgate-smoke-$$
+    kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $pod, namespace: default}
+spec:
+  restartPolicy: Never
+  automountServiceAccountToken: false
+  containers:
+  - name: hello
+    image: $TEST_IMAGE
+    imagePullPolicy: Never
+    command: [echo, hello]
+    securityContext:
+      runAsNonRoot: true
+      runAsUser: 65534
+      allowPrivilegeEscalation: false
+      capabilities: {drop: [ALL]}
+      seccompProfile: {type: RuntimeDefault}
+EOF
+    pod_done() { [[ $(kubectl get pod "$pod" -o 'jsonpath={.status.phase}') == Succeeded ]]; }
+    wait_for "pod $pod" 120 pod_done
+    local out
+    out=$(kubectl logs "$pod")
+    kubectl delete pod "$pod" --wait=false >/dev/null
+    [[ $out == hello ]] || die "pod printed '$out', expected 'hello'"
+    log "smoke pod printed hello"
+}
+
 status() {
     local name
     for name in etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet; do
@@ -380,5 +413,6 @@ case "${1:-}" in
     up) up ;;
     down) down ;;
     status) status ;;
-    *) die "usage: $0 build|up|down|status" ;;
+    smoke) smoke ;;
+    *) die "usage: $0 build|up|down|status|smoke" ;;
 esac
