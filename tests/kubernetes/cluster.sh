@@ -365,6 +365,11 @@ down() {
         umount -l "$mount" 2>/dev/null || true
     done
     ip link delete agentgate0 2>/dev/null || true
+    # The kubelet's pod cgroups (cgroup v1: one tree per controller), empty once the pods are gone.
+    local tree
+    for tree in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+        [[ -d $tree ]] && find "$tree" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    done
     rm -rf "$STATE" "$RUN"
     log "down"
 }
