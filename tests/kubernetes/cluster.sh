@@ -318,8 +318,15 @@ up() {
     wait_for containerd 60 ctr_ version
     ctr_ images import "$BASE/images/images.tar" >/dev/null
 
+    # The kubelet refuses a loopback or link-local node IP: take the address this machine uses
+    # on the interface of its default route.
+    local node_ip dev
+    dev=$(ip -4 route show default | awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i + 1); exit}}')
+    node_ip=$(ip -4 -o addr show dev "${dev:-none}" scope global 2>/dev/null | awk '{sub(/\/.*/, "", $4); print $4; exit}')
+    [[ -n $node_ip ]] || die "no IPv4 address with a route on this machine for the kubelet's node IP"
     start kubelet "$BIN/kubelet" --config "$STATE/kubelet.yaml" --kubeconfig "$STATE/kubelet.kubeconfig" \
-        --root-dir "$STATE/kubelet" --cert-dir "$STATE/kubelet-pki" --hostname-override "$NODE"
+        --root-dir "$STATE/kubelet" --cert-dir "$STATE/kubelet-pki" --hostname-override "$NODE" \
+        --node-ip "$node_ip"
     wait_for "node $NODE" 180 node_ready
     # Pods are admitted only once their namespace's default service account exists.
     wait_for "default service account" 60 kubectl get serviceaccount default -n default
