@@ -219,6 +219,9 @@ state = "$RUN/containerd"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$PAUSE_IMAGE"
   disable_apparmor = true
+  # Sandboxes here may lack CAP_SYS_RESOURCE, and then runc cannot give pods the negative
+  # oom_score_adj the kubelet asks for ("can't get final child's PID from pipe: EOF").
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -226,6 +229,7 @@ state = "$RUN/containerd"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = "$RUN/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$STATE/cni"
