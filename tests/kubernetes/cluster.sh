@@ -87,24 +87,30 @@ build_images() {
     [[ -x $busybox && $(LC_ALL=C ldd "$busybox" 2>&1) == *"not a dynamic"* ]] \
         || die "needs a static busybox: apt-get install busybox-static"
     local stamp
-    stamp=$(stamp_of "$BIN/pause" "$busybox")
+    stamp=$(stamp_of "$BIN/pause" "$busybox" <(declare -f build_images))
     if [[ -f $dir/images.tar && $(cat "$dir/images.stamp" 2>/dev/null) == "$stamp" ]]; then
         return
     fi
     command -v docker >/dev/null || die "needs docker to build the pause and test images"
     local ctx
     ctx=$(mktemp -d)
-    mkdir -p "$ctx/pause" "$ctx/busybox/bin"
+    mkdir -p "$ctx/pause" "$ctx/busybox/rootfs/bin"
     cp "$BIN/pause" "$ctx/pause/pause"
     printf 'FROM scratch\nCOPY pause /pause\nENTRYPOINT ["/pause"]\n' > "$ctx/pause/Dockerfile"
-    cp "$busybox" "$ctx/busybox/bin/busybox"
+    cp "$busybox" "$ctx/busybox/rootfs/bin/busybox"
     local applet
     for applet in $("$busybox" --list); do
-        [[ $applet == busybox ]] || ln -s busybox "$ctx/busybox/bin/$applet"
+        [[ $applet == busybox ]] || ln -s busybox "$ctx/busybox/rootfs/bin/$applet"
     done
-    printf 'FROM scratch\nCOPY bin /bin\nENV PATH=/bin\nCMD ["sh"]\n' > "$ctx/busybox/Dockerfile"
-    docker build -q -t "$PAUSE_IMAGE" "$ctx/pause" >/dev/null
-    docker build -q -t "$TEST_IMAGE" "$ctx/busybox" >/dev/null
+    # A world-writable /tmp, as images usually have (tar over exec unpacks there).
+    mkdir -m 1777 "$ctx/busybox/rootfs/tmp"
+    printf 'FROM scratch\nCOPY rootfs /\nENV PATH=/bin\nCMD ["sh"]\n' > "$ctx/busybox/Dockerfile"
+    local image out
+    for image in pause busybox; do
+        local tag=$PAUSE_IMAGE
+        [[ $image == busybox ]] && tag=$TEST_IMAGE
+        out=$(docker build -q -t "$tag" "$ctx/$image" 2>&1) || die "docker build of $tag failed: $out"
+    done
     docker save -o "$dir/images.tar" "$PAUSE_IMAGE" "$TEST_IMAGE"
     docker rmi "$PAUSE_IMAGE" "$TEST_IMAGE" >/dev/null
     echo "$stamp" > "$dir/images.stamp"
