@@ -37,7 +37,10 @@ log() { printf 'cluster.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 # Go builds share this 2-core machine with CI and other builds: one core, lowest priority.
-go_build() { CGO_ENABLED=0 GOMAXPROCS=1 GOFLAGS=-p=1 nice -n 19 go build "$@"; }
+go_build() {
+    command -v go >/dev/null || die "needs Go 1.26 or newer to build; see tests/kubernetes/README.md"
+    CGO_ENABLED=0 GOMAXPROCS=1 GOFLAGS=-p=1 nice -n 19 go build "$@"
+}
 
 # A build is reused while the inputs that made it are unchanged.
 stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
@@ -180,7 +183,16 @@ make_pki() {
 
 # --- processes --------------------------------------------------------------------------------
 
-alive() { [[ -f $STATE/pids/$1 ]] && kill -0 "$(cat "$STATE/pids/$1")" 2>/dev/null; }
+# running PID: the process exists and is not a zombie (PID 1 here may never reap orphans,
+# and `kill -0` succeeds on a zombie).
+running() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [[ ${stat%% *} != Z ]]
+}
+
+alive() { [[ -f $STATE/pids/$1 ]] && running "$(cat "$STATE/pids/$1")"; }
 
 # start NAME COMMAND...: run COMMAND in its own session, logging to $LOGS/NAME.log.
 start() {
@@ -288,6 +300,7 @@ up() {
     command -v containerd >/dev/null && command -v runc >/dev/null || die "needs containerd and runc: apt-get install containerd runc"
     [[ -x /usr/lib/cni/bridge ]] || die "needs the CNI plugins: apt-get install containernetworking-plugins"
     command -v iptables >/dev/null || die "needs iptables: apt-get install iptables"
+    command -v openssl >/dev/null && command -v curl >/dev/null || die "needs openssl and curl"
     local t0=$SECONDS
     build_binaries
     build_images
@@ -350,10 +363,10 @@ stop() {
     local name=$1 pid
     [[ -f $STATE/pids/$name ]] || return 0
     pid=$(cat "$STATE/pids/$name")
-    if kill -0 "$pid" 2>/dev/null; then
+    if running "$pid"; then
         kill "$pid" 2>/dev/null || true
         local i
-        for i in $(seq 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+        for i in $(seq 20); do running "$pid" || break; sleep 0.5; done
         kill -9 "$pid" 2>/dev/null || true
     fi
     rm -f "$STATE/pids/$name"
@@ -414,7 +427,12 @@ spec:
       capabilities: {drop: [ALL]}
       seccompProfile: {type: RuntimeDefault}
 EOF
-    pod_done() { [[ $(kubectl get pod "$pod" -o 'jsonpath={.status.phase}') == Succeeded ]]; }
+    pod_done() {
+        local phase
+        phase=$(kubectl get pod "$pod" -o 'jsonpath={.status.phase}')
+        [[ $phase == Failed ]] && die "pod $pod failed: $(kubectl get pod "$pod" -o 'jsonpath={.status.containerStatuses[0].state}')"
+        [[ $phase == Succeeded ]]
+    }
     wait_for "pod $pod" 120 pod_done
     local out
     out=$(kubectl logs "$pod")
