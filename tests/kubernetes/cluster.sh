@@ -33,7 +33,9 @@ PAUSE_IMAGE=agentgate.test/pause:1
 TEST_IMAGE=agentgate.test/busybox:1
 KUBE_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 
-log() { printf 'cluster.sh: %s\n' "$*" >&2; }
+# Messages go to the script's own stderr (fd 3) even from commands whose stderr is silenced.
+exec 3>&2
+log() { printf 'cluster.sh: %s\n' "$*" >&3; }
 die() { log "error: $*"; exit 1; }
 
 # Go builds share this 2-core machine with CI and other builds: one core, lowest priority.
