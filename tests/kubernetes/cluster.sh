@@ -37,10 +37,11 @@ KUBE_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kub
 exec 3>&2
 log() { printf 'cluster.sh: %s\n' "$*" >&3; }
 die() { log "error: $*"; exit 1; }
+need() { command -v "$1" >/dev/null || die "needs $1 ($2)"; }
 
 # Go builds share this 2-core machine with CI and other builds: one core, lowest priority.
 go_build() {
-    command -v go >/dev/null || die "needs Go 1.26 or newer to build; see tests/kubernetes/README.md"
+    need go "Go 1.26 or newer builds the binaries; see tests/kubernetes/README.md"
     CGO_ENABLED=0 GOMAXPROCS=1 GOFLAGS=-p=1 nice -n 19 go build "$@"
 }
 
@@ -96,7 +97,7 @@ build_images() {
     if [[ -f $dir/images.tar && $(cat "$dir/images.stamp" 2>/dev/null) == "$stamp" ]]; then
         return
     fi
-    command -v docker >/dev/null || die "needs docker to build the pause and test images"
+    need docker "Docker builds the pause and test images"
     local ctx
     ctx=$(mktemp -d)
     mkdir -p "$ctx/pause" "$ctx/busybox/rootfs/bin"
@@ -299,10 +300,12 @@ EOF
 }
 
 up() {
-    command -v containerd >/dev/null && command -v runc >/dev/null || die "needs containerd and runc: apt-get install containerd runc"
+    need containerd "apt-get install containerd"
+    need runc "apt-get install runc"
     [[ -x /usr/lib/cni/bridge ]] || die "needs the CNI plugins: apt-get install containernetworking-plugins"
-    command -v iptables >/dev/null || die "needs iptables: apt-get install iptables"
-    command -v openssl >/dev/null && command -v curl >/dev/null || die "needs openssl and curl"
+    need iptables "apt-get install iptables"
+    need openssl "apt-get install openssl"
+    need curl "apt-get install curl"
     local t0=$SECONDS
     build_binaries
     build_images
@@ -367,8 +370,7 @@ stop() {
     pid=$(cat "$STATE/pids/$name")
     if running "$pid"; then
         kill "$pid" 2>/dev/null || true
-        local i
-        for i in $(seq 20); do running "$pid" || break; sleep 0.5; done
+        for _ in $(seq 20); do running "$pid" || break; sleep 0.5; done
         kill -9 "$pid" 2>/dev/null || true
     fi
     rm -f "$STATE/pids/$name"
@@ -400,7 +402,7 @@ down() {
     # The kubelet's pod cgroups (cgroup v1: one tree per controller), empty once the pods are gone.
     local tree
     for tree in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
-        [[ -d $tree ]] && find "$tree" -depth -type d -exec rmdir {} + 2>/dev/null || true
+        if [[ -d $tree ]]; then find "$tree" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
     done
     rm -rf "$STATE" "$RUN"
     log "down"
