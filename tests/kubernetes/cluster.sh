@@ -300,6 +300,7 @@ EOF
 }
 
 up() {
+    [[ $EUID == 0 ]] || die "must run as root (containerd, the kubelet and CNI need it)"
     need containerd "apt-get install containerd"
     need runc "apt-get install runc"
     [[ -x /usr/lib/cni/bridge ]] || die "needs the CNI plugins: apt-get install containernetworking-plugins"
