@@ -20,7 +20,7 @@ REPO=$(cd "$HERE/../.." && pwd)
 BASE=${AGENTGATE_K8S_DIR:-$REPO/target/kubernetes}
 BIN=$BASE/bin
 STATE=$BASE/state           # everything a running cluster owns; `down` removes it
-RUN=/run/agentgate-k8s      # containerd's state must live on a tmpfs-like path without spaces
+RUN=/run/agentgate-k8s      # sockets and runtime state: short paths (unix sockets), gone at boot
 LOGS=$STATE/logs
 K8S_VERSION=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$HERE/build/go.mod")
 NODE=agentgate-node
