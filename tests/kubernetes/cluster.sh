@@ -11,15 +11,16 @@
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a kubelet on its own
 # containerd (runc, CNI bridge). Kubernetes and etcd are built from Go modules (no prebuilt
 # download is reachable here); containerd, runc and the CNI plugins come from Debian. Builds are
-# cached under $AGENTGATE_K8S_DIR (default: target/kubernetes of this repo), so a second `up`
-# only starts processes. See README.md beside this script for versions, timings and pitfalls.
+# cached under $AGENTGATE_K8S_DIR (default /var/cache/agentgate/kubernetes, outside any clone, so
+# CI runs and worktrees on one machine share them), so a second `up` only starts processes. See README.md beside this script for versions, timings and pitfalls.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
-BASE=${AGENTGATE_K8S_DIR:-$REPO/target/kubernetes}
+BASE=${AGENTGATE_K8S_DIR:-/var/cache/agentgate/kubernetes}   # builds: safe to delete, rebuilt
 BIN=$BASE/bin
-STATE=$BASE/state           # everything a running cluster owns; `down` removes it
+# Everything a running cluster owns; `down` removes it. One cluster per machine (ports, bridge
+# and $RUN are fixed), so one fixed place: the kubeconfig path stays the same across `up`s.
+STATE=${AGENTGATE_K8S_STATE:-/var/lib/agentgate-k8s}
 RUN=/run/agentgate-k8s      # sockets and runtime state: short paths (unix sockets), gone at boot
 LOGS=$STATE/logs
 K8S_VERSION=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$HERE/build/go.mod")
