@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # A real single-node Kubernetes cluster on this machine for agentgate's tests.
 #
-#   tests/kubernetes/cluster.sh build   build (or reuse) the binaries and images only
+#   tests/kubernetes/cluster.sh build [BINARY...]
+#                                       build (or reuse) the binaries and images `up` needs, or
+#                                       only the named binaries (e.g. `build kubectl`)
 #   tests/kubernetes/cluster.sh up      build if needed, start everything, wait for a Ready node;
 #                                       prints KUBECONFIG=PATH and IMAGE=NAME
 #   tests/kubernetes/cluster.sh down    stop everything and remove the cluster's state
 #   tests/kubernetes/cluster.sh status  say what runs
-#   tests/kubernetes/cluster.sh smoke   run a pod that prints hello on the running cluster
+#   tests/kubernetes/cluster.sh smoke   run a pod that prints hello on the running cluster (with
+#                                       kubectl, built on demand: nothing else needs it)
 #
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a kubelet on its own
 # containerd (runc, CNI bridge). Kubernetes and etcd are built from Go modules (no prebuilt
@@ -32,7 +35,8 @@ POD_CIDR=10.244.0.0/24
 SERVICE_CIDR=10.96.0.0/24
 PAUSE_IMAGE=agentgate.test/pause:1
 TEST_IMAGE=agentgate.test/busybox:1
-KUBE_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+# What `up` runs; kubectl is built only for `smoke` or on demand (`build kubectl`).
+CLUSTER_BINARIES=(etcd pause kube-apiserver kube-controller-manager kube-scheduler kubelet)
 
 # Messages go to the script's own stderr (fd 3) even from commands whose stderr is silenced.
 exec 3>&2
@@ -50,39 +54,37 @@ go_build() {
 stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
 fresh() { [[ -x $1 && -f $1.stamp && $(cat "$1.stamp") == "$2" ]]; }
 
-build_binaries() {
+# build_binary NAME: build one binary into $BIN unless the inputs that made it are unchanged.
+build_binary() {
+    local name=$1 module stamp flags='-s -w' package=.
+    case $name in
+        etcd)
+            module=$HERE/etcd
+            stamp=$(stamp_of "$module/go.mod" "$module/go.sum" "$module/main.go") ;;
+        pause)
+            module=$HERE/pause
+            stamp=$(stamp_of "$module/go.mod" "$module/main.go") ;;
+        kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl)
+            module=$HERE/build
+            stamp=$(stamp_of "$module/go.mod" "$module/go.sum")
+            package=k8s.io/kubernetes/cmd/$name
+            # The version the binaries report (kubelet and kubectl check skew against the
+            # API server).
+            local minor=${K8S_VERSION#v1.} pkg
+            minor=${minor%%.*}
+            for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+                flags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+                flags+=" -X $pkg.gitTreeState=clean"
+            done ;;
+        *) die "no binary called $name (known: ${CLUSTER_BINARIES[*]} kubectl)" ;;
+    esac
+    fresh "$BIN/$name" "$stamp" && return
     mkdir -p "$BIN"
-    local stamp t
-    stamp=$(stamp_of "$HERE/etcd/go.mod" "$HERE/etcd/go.sum" "$HERE/etcd/main.go")
-    if ! fresh "$BIN/etcd" "$stamp"; then
-        t=$SECONDS
-        log "building etcd ($(awk '$1 == "require" {print $3}' "$HERE/etcd/go.mod"))"
-        (cd "$HERE/etcd" && go_build -ldflags '-s -w' -o "$BIN/etcd" .)
-        echo "$stamp" > "$BIN/etcd.stamp"
-        log "built etcd in $((SECONDS - t))s"
-    fi
-    stamp=$(stamp_of "$HERE/pause/go.mod" "$HERE/pause/main.go")
-    if ! fresh "$BIN/pause" "$stamp"; then
-        (cd "$HERE/pause" && go_build -ldflags '-s -w' -o "$BIN/pause" .)
-        echo "$stamp" > "$BIN/pause.stamp"
-    fi
-    # The version the binaries report (kubelet and kubectl check skew against the API server).
-    local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-    local ldflags='-s -w' pkg
-    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-        ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-        ldflags+=" -X $pkg.gitTreeState=clean"
-    done
-    stamp=$(stamp_of "$HERE/build/go.mod" "$HERE/build/go.sum")
-    local cmd
-    for cmd in "${KUBE_COMMANDS[@]}"; do
-        fresh "$BIN/$cmd" "$stamp" && continue
-        t=$SECONDS
-        log "building $cmd $K8S_VERSION"
-        (cd "$HERE/build" && go_build -ldflags "$ldflags" -o "$BIN/$cmd" "k8s.io/kubernetes/cmd/$cmd")
-        echo "$stamp" > "$BIN/$cmd.stamp"
-        log "built $cmd in $((SECONDS - t))s"
-    done
+    local t=$SECONDS
+    log "building $name"
+    (cd "$module" && go_build -ldflags "$flags" -o "$BIN/$name" "$package")
+    echo "$stamp" > "$BIN/$name.stamp"
+    log "built $name in $((SECONDS - t))s"
 }
 
 # The pod sandbox (pause) image and the test image, built from scratch (no registry is
@@ -207,26 +209,36 @@ start() {
     echo $! > "$STATE/pids/$name"
 }
 
-# wait_for WHAT SECONDS COMMAND...: poll COMMAND until it succeeds.
+# failed COMPONENT WHY: the end of COMPONENT's log, then exit.
+failed() {
+    log "the last lines of $LOGS/$1.log:"
+    tail -n 40 "$LOGS/$1.log" >&3 2>&1 || true
+    die "$2 (all logs: $LOGS/)"
+}
+
+# wait_for COMPONENT WHAT SECONDS COMMAND...: poll COMMAND until it succeeds, while the
+# process COMPONENT runs.
 wait_for() {
-    local what=$1 limit=$2; shift 2
+    local component=$1 what=$2 limit=$3; shift 3
     local deadline=$((SECONDS + limit))
     until "$@" >/dev/null 2>&1; do
-        ((SECONDS < deadline)) || die "$what not ready after ${limit}s; see $LOGS/"
+        alive "$component" || failed "$component" "$component exited before $what was ready"
+        ((SECONDS < deadline)) || failed "$component" "$what not ready after ${limit}s"
         sleep 1
     done
 }
 
-api_ready() {
+# api PATH: GET PATH from the API server as the cluster's admin.
+api() {
     curl -sf --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
-        "https://127.0.0.1:$API_PORT/readyz"
+        "https://127.0.0.1:$API_PORT$1"
+}
+
+node_ready() {
+    api "/api/v1/nodes/$NODE" | jq -e '.status.conditions[] | select(.type == "Ready") | .status == "True"'
 }
 
 kubectl() { "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
-
-node_ready() {
-    [[ $(kubectl get node "$NODE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}') == True ]]
-}
 
 ctr_() { ctr --address "$RUN/containerd.sock" -n k8s.io "$@"; }
 
@@ -308,8 +320,9 @@ up() {
     need iptables "apt-get install iptables"
     need openssl "apt-get install openssl"
     need curl "apt-get install curl"
-    local t0=$SECONDS
-    build_binaries
+    need jq "apt-get install jq"
+    local t0=$SECONDS binary
+    for binary in "${CLUSTER_BINARIES[@]}"; do build_binary "$binary"; done
     build_images
     local t1=$SECONDS
     make_pki
@@ -322,7 +335,7 @@ up() {
         --initial-cluster "agentgate-test=http://127.0.0.1:$((ETCD_PORT + 10))" \
         --unsafe-no-fsync
     start containerd containerd --config "$STATE/containerd.toml"
-    wait_for etcd 60 curl -sf "http://127.0.0.1:$ETCD_PORT/health"
+    wait_for etcd etcd 60 curl -sf "http://127.0.0.1:$ETCD_PORT/health"
 
     start kube-apiserver "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
         --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
@@ -335,7 +348,7 @@ up() {
         --service-account-signing-key-file "$PKI/service-accounts.key" \
         --service-cluster-ip-range "$SERVICE_CIDR" --authorization-mode Node,RBAC \
         --allow-privileged=false
-    wait_for kube-apiserver 180 api_ready
+    wait_for kube-apiserver kube-apiserver 180 api /readyz
 
     start kube-controller-manager "$BIN/kube-controller-manager" \
         --kubeconfig "$STATE/controller-manager.kubeconfig" --bind-address 127.0.0.1 \
@@ -345,7 +358,7 @@ up() {
     start kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$STATE/scheduler.kubeconfig" \
         --bind-address 127.0.0.1 --leader-elect=false
 
-    wait_for containerd 60 ctr_ version
+    wait_for containerd containerd 60 ctr_ version
     ctr_ images import "$BASE/images/images.tar" >/dev/null
 
     # The kubelet refuses a loopback or link-local node IP: take the address this machine uses
@@ -357,9 +370,10 @@ up() {
     start kubelet "$BIN/kubelet" --config "$STATE/kubelet.yaml" --kubeconfig "$STATE/kubelet.kubeconfig" \
         --root-dir "$STATE/kubelet" --cert-dir "$STATE/kubelet-pki" --hostname-override "$NODE" \
         --node-ip "$node_ip"
-    wait_for "node $NODE" 180 node_ready
+    wait_for kubelet "node $NODE" 180 node_ready
     # Pods are admitted only once their namespace's default service account exists.
-    wait_for "default service account" 60 kubectl get serviceaccount default -n default
+    wait_for kube-controller-manager "the default service account" 60 \
+        api /api/v1/namespaces/default/serviceaccounts/default
     log "up in $((SECONDS - t0))s (builds $((t1 - t0))s, start $((SECONDS - t1))s)"
     echo "KUBECONFIG=$STATE/admin.kubeconfig"
     echo "IMAGE=$TEST_IMAGE"
@@ -413,6 +427,7 @@ down() {
 # A pod on the test image that runs `echo hello`, locked down as agentgate's pods will be:
 # proof that scheduling, the kubelet, containerd, runc, CNI and logs all work.
 smoke() {
+    build_binary kubectl
     local pod=agentgate-smoke-$$
     kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
@@ -439,7 +454,7 @@ EOF
         [[ $phase == Failed ]] && die "pod $pod failed: $(kubectl get pod "$pod" -o 'jsonpath={.status.containerStatuses[0].state}')"
         [[ $phase == Succeeded ]]
     }
-    wait_for "pod $pod" 120 pod_done
+    wait_for kubelet "pod $pod" 120 pod_done
     local out
     out=$(kubectl logs "$pod")
     kubectl delete pod "$pod" --wait=false >/dev/null
@@ -454,11 +469,30 @@ status() {
     done
 }
 
+# One `build`, `up` or `down` at a time: tests of several test binaries (and engineers)
+# may all ask for the cluster at once.
+serialise() {
+    need flock "apt-get install util-linux"
+    [[ $EUID == 0 ]] || die "must run as root (containerd, the kubelet and CNI need it)"
+    exec 9>/run/agentgate-k8s.lock
+    flock 9
+}
+
 case "${1:-}" in
-    build) build_binaries; build_images ;;
+    build|up|down|smoke) serialise ;;
+esac
+case "${1:-}" in
+    build)
+        shift
+        if (($# == 0)); then
+            for binary in "${CLUSTER_BINARIES[@]}"; do build_binary "$binary"; done
+            build_images
+        else
+            for binary in "$@"; do build_binary "$binary"; done
+        fi ;;
     up) up ;;
     down) down ;;
     status) status ;;
     smoke) smoke ;;
-    *) die "usage: $0 build|up|down|status|smoke" ;;
+    *) die "usage: $0 build [BINARY...]|up|down|status|smoke" ;;
 esac
