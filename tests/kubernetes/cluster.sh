@@ -54,6 +54,23 @@ go_build() {
 stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
 fresh() { [[ -x $1 && -f $1.stamp && $(cat "$1.stamp") == "$2" ]]; }
 
+# build [BINARY...]: the named binaries, or all that `up` needs and the images. One build
+# per $AGENTGATE_K8S_DIR at a time (tests of several test binaries, and CI, may all ask).
+build() {
+    mkdir -p "$BASE"
+    need flock "apt-get install util-linux"
+    exec 8>"$BASE/.lock"
+    flock 8
+    if (($# == 0)); then
+        local binary
+        for binary in "${CLUSTER_BINARIES[@]}"; do build_binary "$binary"; done
+        build_images
+    else
+        for binary in "$@"; do build_binary "$binary"; done
+    fi
+    exec 8>&-
+}
+
 # build_binary NAME: build one binary into $BIN unless the inputs that made it are unchanged.
 build_binary() {
     local name=$1 module stamp flags='-s -w' package=.
@@ -321,9 +338,8 @@ up() {
     need openssl "apt-get install openssl"
     need curl "apt-get install curl"
     need jq "apt-get install jq"
-    local t0=$SECONDS binary
-    for binary in "${CLUSTER_BINARIES[@]}"; do build_binary "$binary"; done
-    build_images
+    local t0=$SECONDS
+    build
     local t1=$SECONDS
     make_pki
     write_configs
@@ -427,7 +443,7 @@ down() {
 # A pod on the test image that runs `echo hello`, locked down as agentgate's pods will be:
 # proof that scheduling, the kubelet, containerd, runc, CNI and logs all work.
 smoke() {
-    build_binary kubectl
+    build kubectl
     local pod=agentgate-smoke-$$
     kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
@@ -469,8 +485,8 @@ status() {
     done
 }
 
-# One `build`, `up` or `down` at a time: tests of several test binaries (and engineers)
-# may all ask for the cluster at once.
+# One `up`, `down` or `smoke` at a time on this machine: tests of several test binaries
+# (and engineers) may all ask for the cluster at once.
 serialise() {
     need flock "apt-get install util-linux"
     [[ $EUID == 0 ]] || die "must run as root (containerd, the kubelet and CNI need it)"
@@ -479,17 +495,10 @@ serialise() {
 }
 
 case "${1:-}" in
-    build|up|down|smoke) serialise ;;
+    up|down|smoke) serialise ;;
 esac
 case "${1:-}" in
-    build)
-        shift
-        if (($# == 0)); then
-            for binary in "${CLUSTER_BINARIES[@]}"; do build_binary "$binary"; done
-            build_images
-        else
-            for binary in "$@"; do build_binary "$binary"; done
-        fi ;;
+    build) shift; build "$@" ;;
     up) up ;;
     down) down ;;
     status) status ;;
