@@ -56,7 +56,7 @@ fn find_or_start() -> Result<TestCluster, String> {
             image,
         },
         (None, None) => start()?,
-        _ => return Err(format!("set both {KUBECONFIG_VAR} and {IMAGE_VAR}, or neither")),
+        _ => return Err(format!("set {KUBECONFIG_VAR} and {IMAGE_VAR} together")),
     };
     if !cluster.kubeconfig.is_file() {
         return Err(format!(
