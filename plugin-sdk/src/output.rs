@@ -189,7 +189,10 @@ mod tests {
         text.extend_from_slice(b"\n");
         let lines = s.push(OutputPipe::Stdout, &text);
         assert_eq!(lines.len(), 2);
-        assert!(!lines.concat().contains('\u{FFFD}'), "no character was split");
+        assert!(
+            !lines.concat().contains('\u{FFFD}'),
+            "no character was split"
+        );
         assert_eq!(lines[1], "é");
     }
 }
