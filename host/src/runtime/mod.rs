@@ -13,6 +13,8 @@ pub mod bindings;
 mod builtin;
 pub mod cache;
 pub mod catalog;
+mod description;
+mod engine_config;
 pub mod grants;
 pub mod host_paths;
 pub mod instance;
@@ -25,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::component::Linker;
-use wasmtime::{Config, Engine};
+use wasmtime::Engine;
 
 pub use crate::capabilities::http::{BadHost, HostAllowlist, HttpLimits};
 pub use crate::capabilities::Capability;
@@ -181,12 +183,7 @@ impl Runtime {
 }
 
 fn build_engine() -> anyhow::Result<Engine> {
-    let mut config = Config::new();
-    config.epoch_interruption(true);
-    config.wasm_component_model(true);
-    // Keep stack overflow in a guest a clean trap, well inside the fiber's stack.
-    config.max_wasm_stack(1 << 20);
-    Ok(Engine::new(&config)?)
+    Ok(Engine::new(&engine_config::engine_config())?)
 }
 
 /// Advances the engine's epoch on a background thread until dropped.
