@@ -285,3 +285,85 @@ impl Loader {
         Some(component)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::cache::{PluginCache, DEFAULT_MAX_BYTES};
+    use crate::runtime::engine_config::engine_config;
+    use crate::runtime::{Catalog, Grants};
+
+    fn loader(engine: Engine, cache: &std::path::Path) -> Loader {
+        let cache = ComponentCache::new(PluginCache::new(cache, DEFAULT_MAX_BYTES), &engine);
+        let linker = Linker::new(&engine);
+        Loader::new(engine, linker, Some(cache), PluginLimits::default(), None)
+    }
+
+    #[test]
+    fn the_builtins_were_precompiled_for_this_hosts_engine() {
+        let engine = Engine::new(&engine_config()).unwrap();
+        assert_eq!(engine_key(&engine), PRECOMPILED_FOR);
+    }
+
+    #[tokio::test]
+    async fn a_builtin_precompiled_for_another_engine_is_compiled_for_this_one() {
+        // Another configuration stands for another CPU or wasmtime: the embedded code
+        // is not used; the built-in is compiled (and cached) only when it is needed.
+        let mut config = engine_config();
+        config.cranelift_opt_level(wasmtime::OptLevel::None);
+        let engine = Engine::new(&config).unwrap();
+        assert_ne!(engine_key(&engine), PRECOMPILED_FOR);
+        let cache = tempfile::tempdir().unwrap();
+        let loader = loader(engine, cache.path());
+        let catalog = Catalog::load(&loader, &[], &[], &Grants::default())
+            .await
+            .unwrap();
+        assert_eq!(loader.stats(), LoadStats::default());
+        let plugin = catalog.get("sandbox-none").unwrap();
+        loader.component(plugin).await.unwrap();
+        let compiled_once = LoadStats {
+            compiled: 1,
+            ..LoadStats::default()
+        };
+        assert_eq!(loader.stats(), compiled_once);
+
+        // The next process with that engine reads it from the compile cache.
+        let engine = Engine::new(&config).unwrap();
+        let again = super::tests::loader(engine, cache.path());
+        let catalog = Catalog::load(&again, &[], &[], &Grants::default())
+            .await
+            .unwrap();
+        again
+            .component(catalog.get("sandbox-none").unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            again.stats(),
+            LoadStats {
+                from_cache: 1,
+                ..LoadStats::default()
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_builtin_loads_from_the_binary_for_this_hosts_engine() {
+        let cache = tempfile::tempdir().unwrap();
+        let loader = loader(Engine::new(&engine_config()).unwrap(), cache.path());
+        let catalog = Catalog::load(&loader, &[], &[], &Grants::default())
+            .await
+            .unwrap();
+        loader
+            .component(catalog.get("sandbox-none").unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            loader.stats(),
+            LoadStats {
+                embedded: 1,
+                ..LoadStats::default()
+            }
+        );
+        assert!(!cache.path().join("components").exists());
+    }
+}

@@ -3,7 +3,10 @@
 //!
 //! Loading is lazy: making a `Runtime` finds and describes plugins (from the
 //! description cache when seen before), and a plugin is compiled only when a run needs
-//! it ([`Runtime::load`]).
+//! it ([`Runtime::load`]). The built-ins cost neither: the build described them and
+//! compiled them for this host's engine configuration (`engine_config`), and the
+//! binary embeds both (see `builtin`), so even the first run in a fresh
+//! `AGENTGATE_HOME` compiles nothing.
 //!
 //! A plugin runs in its own `Store` per run. Everything that can go wrong inside one (a
 //! trap, a runaway loop, memory exhaustion) poisons only that store: the call returns a
