@@ -58,13 +58,15 @@ for i in $(seq "$pairs"); do
     rm -rf "$work/fresh-$i"
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-ms() { bc -l <<<"scale=2; $1/1000"; }
+# Decimal arithmetic in awk, not bc: bc prints `.52` without its leading zero.
+ms() { awk -v us="$1" 'BEGIN { printf "%.2f", us / 1000 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", a / b }'; }
 m_raw=$(median "${raw[@]}") m_warm=$(median "${warm_runs[@]}") m_fresh=$(median "${fresh_runs[@]}")
 # The same costs read pair by pair: less swayed by a burst of load on one side.
 over=() ratio=()
 for i in "${!warm_runs[@]}"; do
     over+=("$((warm_runs[i] - raw[i]))")
-    ratio+=("$(bc -l <<<"scale=4; ${fresh_runs[i]}/${warm_runs[i]}")")
+    ratio+=("$(ratio "${fresh_runs[i]}" "${warm_runs[i]}")")
 done
 m_over=$(median "${over[@]}") m_ratio=$(median "${ratio[@]}")
 printf 'pairs: %d\n' "$pairs"
@@ -73,7 +75,8 @@ printf 'agentgate run, provider none, warm home: %8.2f ms\n' "$(ms "$m_warm")"
 printf 'agentgate run, provider none, fresh home:%8.2f ms\n' "$(ms "$m_fresh")"
 printf 'the host costs (warm - raw):             %8.2f ms (target <= 10 ms)\n' "$(ms "$((m_warm - m_raw))")"
 printf '  median of the pairs%s differences:      %8.2f ms\n' "'" "$(ms "$m_over")"
-printf 'fresh home / warm home:                  %8.2f (target <= 1.2)\n' "$(bc -l <<<"$m_fresh/$m_warm")"
+printf 'fresh home / warm home:                  %8.2f (target <= 1.2)\n' "$(ratio "$m_fresh" "$m_warm")"
 printf '  median of the pairs%s ratios:           %8.2f\n' "'" "$m_ratio"
-echo "RESULT host_run_none_vs_raw_spawn $(ms "$m_warm") $(ms "$m_raw") ms +$(ms "$((m_warm - m_raw))")ms"
-echo "RESULT host_run_fresh_vs_warm_home $(ms "$m_fresh") $(ms "$m_warm") ms x$(bc -l <<<"scale=2; $m_fresh/$m_warm")"
+# The gap is a bare number (the unit is its own field): `+12.30` or `x1.05`.
+echo "RESULT host_run_none_vs_raw_spawn $(ms "$m_warm") $(ms "$m_raw") ms $(awk -v d="$((m_warm - m_raw))" 'BEGIN { printf "%+.2f", d / 1000 }')"
+echo "RESULT host_run_fresh_vs_warm_home $(ms "$m_fresh") $(ms "$m_warm") ms x$(awk -v a="$m_fresh" -v b="$m_warm" 'BEGIN { printf "%.2f", a / b }')"
