@@ -7,6 +7,12 @@
 //! alongside (not embedded) for the integration tests. Each crate is built on its own
 //! because each enables a different world feature of the SDK.
 //!
+//! The built-ins are also compiled to native code and described here, by
+//! `agentgate-precompile` (host/precompile) with the host's own engine configuration,
+//! so that no run, not even the first in a fresh `AGENTGATE_HOME`, compiles or
+//! describes them: the binary embeds the code, the descriptions and the key of the
+//! engine configuration (see `runtime::builtin`).
+//!
 //! First of all, the toolchain gets the `wasm32-wasip2` target if it lacks it
 //! (`.cargo/wasm32-wasip2-target`).
 
@@ -23,6 +29,9 @@ fn main() {
         "sandbox-init",
         "plugins",
         "tests/fixtures/plugins",
+        "host/precompile",
+        "host/src/runtime/engine_config.rs",
+        "host/src/runtime/description.rs",
         "Cargo.lock",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
@@ -38,11 +47,27 @@ fn main() {
     let builtins = build_all(&root, &root.join("plugins"), &target_dir);
     let fixtures = build_all(&root, &root.join("tests/fixtures/plugins"), &target_dir);
 
-    let mut table = String::from("/// Built-in plugins: (crate name, component bytes).\npub static BUILTIN_PLUGINS: &[(&str, &[u8])] = &[\n");
+    let precompiled = out_dir.join("precompiled");
+    precompile_builtins(&root, &target_dir, &precompiled, &builtins);
+    let read = |path: PathBuf| {
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+    };
+    let mut table = format!(
+        "/// The key of the engine configuration the built-ins were precompiled for.\n\
+         pub static PRECOMPILED_FOR: &str = {:?};\n\
+         /// The built-in plugins.\n\
+         pub static BUILTIN_PLUGINS: &[Builtin] = &[\n",
+        read(precompiled.join("engine-key"))
+    );
     for (name, wasm) in &builtins {
+        let file = |ext: &str| precompiled.join(format!("{name}.{ext}"));
         table.push_str(&format!(
-            "    ({name:?}, include_bytes!({:?})),\n",
-            wasm.display().to_string()
+            "    Builtin {{ crate_name: {name:?}, wasm: include_bytes!({:?}), sha256: {:?}, \
+             description: include_str!({:?}), precompiled: include_bytes!({:?}) }},\n",
+            wasm.display().to_string(),
+            read(file("sha256")),
+            file("json").display().to_string(),
+            file("cwasm").display().to_string(),
         ));
     }
     table.push_str("];\n");
@@ -124,6 +149,29 @@ fn build_plugin(root: &Path, name: &str, target_dir: &Path) -> PathBuf {
         .join(format!("{}.wasm", name.replace('-', "_")));
     assert!(wasm.is_file(), "{} was not produced", wasm.display());
     wasm
+}
+
+/// Builds `agentgate-precompile` and runs it on the built-ins, writing their native
+/// code, descriptions and digests into `out`. It is built with the dev profile, whose
+/// overrides optimise cranelift: its output does not depend on the profile, and
+/// building wasmtime unoptimised costs the cold build less.
+fn precompile_builtins(root: &Path, target_dir: &Path, out: &Path, builtins: &[(String, PathBuf)]) {
+    let status = nested_cargo(root, target_dir)
+        .args(["build", "--quiet", "-p", "agentgate-precompile"])
+        .status()
+        .expect("running cargo to build the precompiler");
+    assert!(status.success(), "building agentgate-precompile failed");
+    let tool = target_dir.join("debug/agentgate-precompile");
+    let status = Command::new(&tool)
+        .arg(out)
+        .args(
+            builtins
+                .iter()
+                .map(|(name, wasm)| format!("{name}={}", wasm.display())),
+        )
+        .status()
+        .unwrap_or_else(|e| panic!("running {}: {e}", tool.display()));
+    assert!(status.success(), "precompiling the built-in plugins failed");
 }
 
 /// Builds `agentgate-sandbox-init` for the target this host is built for.

@@ -99,8 +99,16 @@ fn assert_mount_tables_show_no_home(workspace: &Path, home: &Path) {
 #[test]
 fn the_agent_cannot_see_or_touch_agentgates_home_or_other_homes() {
     let home = Home::new();
-    // Give the home a compile cache, grants and an earlier run to attack.
-    assert!(home.agentgate(&["plugins", "list"]).status.success());
+    // Give the home a compile cache (of plugin files: the built-ins' code is in the
+    // binary), grants and an earlier run to attack.
+    let fixtures = support::fixture_plugins();
+    let listed = home.agentgate(&[
+        "plugins",
+        "list",
+        "--plugin-dir",
+        fixtures.to_str().unwrap(),
+    ]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
     std::fs::write(home.dir.path().join("grants.yaml"), "plugins: {}\n").unwrap();
     let before = files_of_tree(home.dir.path());
     assert!(

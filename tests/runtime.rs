@@ -14,7 +14,7 @@ use std::time::Duration;
 use agentgate::engine::{self, RunError, RunRequest};
 use agentgate::record::RunStatus;
 use agentgate::runtime::bindings::types::PluginKind;
-use agentgate::runtime::{Grants, LoadStats, PluginLimits, Runtime, RuntimeConfig};
+use agentgate::runtime::{Grants, LoadStats, PluginLimits, PluginOrigin, Runtime, RuntimeConfig};
 use support::{fixture_plugins, shell_agent, task_spec};
 
 async fn runtime(grants: Grants, limits: PluginLimits) -> Arc<Runtime> {
@@ -322,13 +322,16 @@ async fn compiled_components_are_cached_by_digest_and_engine() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     entries.sort();
-    // One entry per plugin: <sha256 of the wasm>-<engine hash>.cwasm
-    assert_eq!(
-        entries.len(),
-        first.catalog().plugins().count(),
-        "{entries:?}"
-    );
-    for plugin in first.catalog().plugins() {
+    // One entry per plugin file: <sha256 of the wasm>-<engine hash>.cwasm. The
+    // built-ins were compiled when the binary was built: nothing of theirs is cached.
+    let files: Vec<_> = first
+        .catalog()
+        .plugins()
+        .filter(|p| *p.origin() != PluginOrigin::Builtin)
+        .collect();
+    assert!(!files.is_empty());
+    assert_eq!(entries.len(), files.len(), "{entries:?}");
+    for plugin in files {
         let sha = plugin.digest().trim_start_matches("sha256:");
         assert!(
             entries
@@ -357,10 +360,16 @@ async fn a_second_command_compiles_nothing_and_a_run_loads_only_its_plugins() {
     let cache = tempfile::tempdir().unwrap();
     let dirs = vec![fixture_plugins()];
 
-    // First command: every component is new, so each is compiled and described once.
+    // First command: every plugin file is new, so each is compiled and described
+    // once. The built-ins were described and compiled when the binary was built.
     let first = runtime_in(cache.path(), dirs.clone(), Grants::default()).await;
     let stats = first.load_stats();
-    let found = first.catalog().plugins().count() + first.catalog().broken().len();
+    let found = first
+        .catalog()
+        .plugins()
+        .filter(|p| *p.origin() != PluginOrigin::Builtin)
+        .count()
+        + first.catalog().broken().len();
     assert_eq!(stats.described, found, "{stats:?}");
     assert_eq!(stats.compiled, found, "{stats:?}");
 
@@ -373,7 +382,8 @@ async fn a_second_command_compiles_nothing_and_a_run_loads_only_its_plugins() {
         first.catalog().plugins().count()
     );
 
-    // A run loads exactly its three plugins, from the compile cache.
+    // A run loads exactly its three plugins (built-ins), from the code the binary
+    // embeds: nothing is compiled or read from the compile cache.
     let home = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let request = RunRequest::new(builtin_spec("lazy", workspace.path()), home.path().into());
@@ -383,8 +393,9 @@ async fn a_second_command_compiles_nothing_and_a_run_loads_only_its_plugins() {
         second.load_stats(),
         LoadStats {
             compiled: 0,
-            from_cache: 3,
-            described: 0
+            from_cache: 0,
+            described: 0,
+            embedded: 3,
         }
     );
     // Loading is part of the run's timings.
@@ -393,11 +404,44 @@ async fn a_second_command_compiles_nothing_and_a_run_loads_only_its_plugins() {
     let phases: u64 = result.phases.values().sum();
     assert!(result.duration_ms + 5 >= phases, "{result:?}");
 
-    // In the first runtime the components described are already compiled in memory.
+    // In the first runtime too, the run's built-ins come from the binary.
     let request = RunRequest::new(builtin_spec("warm", workspace.path()), home.path().into());
     let result = engine::run(&first, request).await.unwrap().result;
     assert_eq!(result.status, RunStatus::Succeeded, "{:?}", result.error);
-    assert_eq!(first.load_stats(), stats);
+    assert_eq!(
+        first.load_stats(),
+        LoadStats {
+            embedded: 3,
+            ..stats
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_first_run_in_a_fresh_home_compiles_and_describes_nothing() {
+    // An empty cache, as in a fresh AGENTGATE_HOME: finding the built-ins reads
+    // nothing, and the run loads its three plugins from the code the binary embeds,
+    // which `build.rs` compiled for this very engine configuration.
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = runtime_in(cache.path(), Vec::new(), Grants::default()).await;
+    assert_eq!(runtime.load_stats(), LoadStats::default());
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let request = RunRequest::new(builtin_spec("fresh", workspace.path()), home.path().into());
+    let result = engine::run(&runtime, request).await.unwrap().result;
+    assert_eq!(result.status, RunStatus::Succeeded, "{:?}", result.error);
+    assert_eq!(
+        runtime.load_stats(),
+        LoadStats {
+            embedded: 3,
+            ..LoadStats::default()
+        }
+    );
+    // Nothing was written to the caches either.
+    for dir in ["components", "described"] {
+        let entries = std::fs::read_dir(cache.path().join(dir)).map_or(0, |d| d.count());
+        assert_eq!(entries, 0, "{dir}");
+    }
 }
 
 /// A plugin directory holding a file that is not a component.
@@ -450,7 +494,9 @@ async fn a_broken_component_stops_only_the_runs_that_ask_for_what_it_might_serve
 #[tokio::test]
 async fn eviction_keeps_the_compile_cache_under_its_bound() {
     let cache = tempfile::tempdir().unwrap();
-    let bound: u64 = 3 << 20;
+    // The fixtures compile to a few hundred KiB each (about 2.8 MiB together): a
+    // bound of 1 MiB holds some of them, never all.
+    let bound: u64 = 1 << 20;
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: Some(cache.path().to_path_buf()),
         cache_max_bytes: bound,
@@ -500,7 +546,9 @@ fn plugins_cache_shows_its_entries_and_clears_them() {
     assert!(count > 0);
     assert!(text.contains(&format!("{count} entries")), "{text}");
     assert!(text.contains("of 1024.0 MiB"), "{text}");
-    assert!(text.contains("sandbox-subprocess 0.1.0"), "{text}");
+    // Plugin files only: the built-ins' code is embedded in the binary.
+    assert!(text.contains("hostile-driver 0.1.0"), "{text}");
+    assert!(!text.contains("sandbox-subprocess"), "{text}");
 
     let cleared = agentgate(home.path(), &["plugins", "cache", "--clear"]);
     assert!(cleared.status.success(), "{cleared:?}");

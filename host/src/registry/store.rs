@@ -222,6 +222,37 @@ pub fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
+/// Switches the database to WAL and returns the journal mode it has.
+///
+/// The switch needs the database to itself, and SQLite answers `SQLITE_BUSY` at once,
+/// without the busy handler, where waiting could deadlock (two connections that both
+/// read the new file). Runs started together in a fresh home meet exactly that, so the
+/// switch is retried until the busy timeout. WAL is persistent: once one connection
+/// made it, the others find it set and change nothing.
+fn enable_wal(conn: &Connection) -> rusqlite::Result<String> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        let attempt = conn
+            .pragma_query_value(None, "journal_mode", |row| row.get::<_, String>(0))
+            .and_then(|mode| {
+                if mode.eq_ignore_ascii_case("wal") {
+                    Ok(mode)
+                } else {
+                    conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+                }
+            });
+        match attempt {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            other => return other,
+        }
+    }
+}
+
 impl Registry {
     /// Opens (creating and migrating when needed) the registry of `home`.
     pub fn open(home: &Path) -> Result<Registry, RegistryError> {
@@ -240,9 +271,7 @@ impl Registry {
         conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
         // WAL lets readers and one writer work at once; NORMAL sync is durable across
         // a crash of the process (not of the machine), which is what orphans come from.
-        let mode: String = conn
-            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-            .map_err(sqlite)?;
+        let mode = enable_wal(&conn).map_err(sqlite)?;
         if !mode.eq_ignore_ascii_case("wal") {
             // A file system without shared memory (some network mounts) cannot do
             // WAL; concurrent runs would then block each other for long.
@@ -490,6 +519,29 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_opening_a_fresh_home_together_all_get_the_registry() {
+        for _ in 0..5 {
+            let home = tempfile::tempdir().unwrap();
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(16));
+            let openers: Vec<_> = (0..16)
+                .map(|_| {
+                    let (home, barrier) = (home.path().to_path_buf(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        Registry::open(&home).map(|_| ())
+                    })
+                })
+                .collect();
+            for opener in openers {
+                opener
+                    .join()
+                    .unwrap()
+                    .expect("every opener gets the registry");
+            }
+        }
+    }
 
     #[test]
     fn a_run_is_recorded_heartbeats_and_ends_once() {

@@ -20,7 +20,6 @@
 //! The compiled entries are bounded in size: each use marks an entry (its mtime), and
 //! storing a new one evicts the least recently used until the total fits.
 
-use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -421,11 +420,9 @@ pub struct ComponentCache {
 
 impl ComponentCache {
     pub fn new(cache: PluginCache, engine: &Engine) -> ComponentCache {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        engine.precompile_compatibility_hash().hash(&mut hasher);
         ComponentCache {
             cache,
-            engine_key: format!("{:016x}", hasher.finish()),
+            engine_key: super::engine_config::engine_key(engine),
         }
     }
 

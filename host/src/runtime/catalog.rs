@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use super::bindings::types::{PluginInfo, PluginKind};
+pub(crate) use super::description::Description;
 use super::grants::{self, Grants, Imports, Refusal};
 use super::loader::Loader;
 use super::PluginError;
@@ -46,7 +47,7 @@ impl std::fmt::Display for PluginOrigin {
 /// Where a plugin's bytes are read from when it is compiled for use.
 #[derive(Debug, Clone)]
 pub(crate) enum Wasm {
-    Builtin(&'static [u8]),
+    Builtin(&'static super::builtin::Builtin),
     File(PathBuf),
 }
 
@@ -190,19 +191,20 @@ impl Catalog {
             plugins: Vec::new(),
             broken: Vec::new(),
         };
-        for &(name, bytes) in super::builtin::BUILTIN_PLUGINS {
-            // A built-in that fails to load is a bug in this build, not user input.
-            let digest = digest_of(bytes);
-            let wasm = Wasm::Builtin(bytes);
-            let plugin = discover(
-                loader,
-                grants,
-                wasm,
-                digest,
-                Some(Cow::Borrowed(bytes)),
-                name,
-            )
-            .await
+        for builtin in super::builtin::BUILTIN_PLUGINS {
+            // Described at build time: nothing is read, hashed or compiled here. One
+            // that fails to load is a bug in this build, not user input.
+            let name = builtin.crate_name;
+            let described = serde_json::from_str(builtin.description)
+                .map(Described::Plugin)
+                .map_err(|e| format!("its embedded description is not valid: {e}"));
+            let plugin = match described {
+                Ok(described) => {
+                    let digest = format!("sha256:{}", builtin.sha256);
+                    entry(grants, Wasm::Builtin(builtin), digest, described, None)
+                }
+                Err(reason) => Err(reason),
+            }
             .map_err(|reason| anyhow::anyhow!("built-in plugin {name} does not load: {reason}"))?;
             catalog.insert(plugin);
         }
@@ -295,20 +297,6 @@ fn wasm_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// What `describe()` said about a component, and what it imports: everything finding
-/// plugins needs, cached by the component's digest.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Description {
-    kind: String,
-    name: String,
-    version: String,
-    serves: Vec<String>,
-    summary: String,
-    options_schema: Option<String>,
-    imports: Vec<String>,
-}
-
 /// A description, or why the component cannot be described: both are cached, so a
 /// broken component costs one compile per digest, not one per command.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -318,42 +306,40 @@ pub(crate) enum Described {
     Broken(String),
 }
 
-impl Description {
-    pub(crate) fn new(info: &PluginInfo, imports: Vec<String>) -> Description {
-        Description {
-            kind: kind_name(info.kind).to_string(),
-            name: info.name.clone(),
-            version: info.version.clone(),
-            serves: info.serves.clone(),
-            summary: info.summary.clone(),
-            options_schema: info.options_schema.clone(),
-            imports,
-        }
+fn description(info: &PluginInfo, imports: Vec<String>) -> Description {
+    Description {
+        kind: kind_name(info.kind).to_string(),
+        name: info.name.clone(),
+        version: info.version.clone(),
+        serves: info.serves.clone(),
+        summary: info.summary.clone(),
+        options_schema: info.options_schema.clone(),
+        imports,
     }
+}
 
-    fn info(&self) -> Result<PluginInfo, String> {
-        let kind = [
-            PluginKind::WorkspaceSource,
-            PluginKind::SandboxProvider,
-            PluginKind::AgentDriver,
-        ]
-        .into_iter()
-        .find(|k| kind_name(*k) == self.kind)
-        .ok_or_else(|| {
-            format!(
-                "unknown plugin kind {:?} in the description cache",
-                self.kind
-            )
-        })?;
-        Ok(PluginInfo {
-            name: self.name.clone(),
-            version: self.version.clone(),
-            kind,
-            serves: self.serves.clone(),
-            summary: self.summary.clone(),
-            options_schema: self.options_schema.clone(),
-        })
-    }
+fn info_of(description: &Description) -> Result<PluginInfo, String> {
+    let kind = [
+        PluginKind::WorkspaceSource,
+        PluginKind::SandboxProvider,
+        PluginKind::AgentDriver,
+    ]
+    .into_iter()
+    .find(|k| kind_name(*k) == description.kind)
+    .ok_or_else(|| {
+        format!(
+            "unknown plugin kind {:?} in its description",
+            description.kind
+        )
+    })?;
+    Ok(PluginInfo {
+        name: description.name.clone(),
+        version: description.version.clone(),
+        kind,
+        serves: description.serves.clone(),
+        summary: description.summary.clone(),
+        options_schema: description.options_schema.clone(),
+    })
 }
 
 fn kind_name(kind: PluginKind) -> &'static str {
@@ -415,8 +401,8 @@ pub(crate) fn digest_of(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
-/// Makes the catalog entry for one component: described from the cache, or described
-/// now (compiling it) and cached; then its imports are checked against its grant.
+/// Makes the catalog entry for one plugin file's component: described from the cache,
+/// or described now (compiling it) and cached.
 async fn discover(
     loader: &Loader,
     grants: &Grants,
@@ -432,11 +418,22 @@ async fn discover(
             return Err("its description vanished from the cache; run the command again".into())
         }
     };
+    entry(grants, wasm, digest, described, component)
+}
+
+/// The catalog entry for a described component: its imports checked against its grant.
+fn entry(
+    grants: &Grants,
+    wasm: Wasm,
+    digest: String,
+    described: Described,
+    component: Option<Component>,
+) -> Result<LoadedPlugin, String> {
     let description = match described {
         Described::Plugin(description) => description,
         Described::Broken(reason) => return Err(reason),
     };
-    let info = description.info()?;
+    let info = info_of(&description)?;
     let origin = match &wasm {
         Wasm::Builtin(_) => PluginOrigin::Builtin,
         Wasm::File(path) => PluginOrigin::File(path.clone()),
@@ -500,7 +497,7 @@ pub(crate) async fn describe_component(
         e => DescribeFailure::Lasting(e.to_string()),
     })?;
     check_info(&info, kind).map_err(DescribeFailure::Lasting)?;
-    Ok(Description::new(&info, imports))
+    Ok(description(&info, imports))
 }
 
 /// Why a component could not be described.

@@ -14,8 +14,10 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::Engine;
 
 use super::bindings::types::{PluginInfo, PluginKind};
+use super::builtin::{Builtin, PRECOMPILED_FOR};
 use super::cache::{Compiled, ComponentCache};
 use super::catalog::{self, DescribeFailure, Described, LoadedPlugin, Wasm};
+use super::engine_config::engine_key;
 use super::{PluginError, PluginLimits, PluginState, Runtime};
 
 /// Bumped when what a description holds changes meaning.
@@ -39,6 +41,8 @@ pub struct LoadStats {
     pub from_cache: usize,
     /// Components asked to `describe()` themselves (not found in the description cache).
     pub described: usize,
+    /// Built-ins loaded from the native code embedded in the binary.
+    pub embedded: usize,
 }
 
 #[derive(Default)]
@@ -46,10 +50,13 @@ struct Counters {
     compiled: AtomicUsize,
     from_cache: AtomicUsize,
     described: AtomicUsize,
+    embedded: AtomicUsize,
 }
 
 pub(crate) struct Loader {
     engine: Engine,
+    /// `engine_config::engine_key` of `engine`.
+    engine_key: String,
     linker: Linker<PluginState>,
     cache: Option<Arc<ComponentCache>>,
     limits: PluginLimits,
@@ -66,6 +73,7 @@ impl Loader {
         observer: Option<Arc<dyn LoadObserver>>,
     ) -> Loader {
         Loader {
+            engine_key: engine_key(&engine),
             engine,
             linker,
             cache: cache.map(Arc::new),
@@ -88,6 +96,7 @@ impl Loader {
             compiled: self.counters.compiled.load(Ordering::Relaxed),
             from_cache: self.counters.from_cache.load(Ordering::Relaxed),
             described: self.counters.described.load(Ordering::Relaxed),
+            embedded: self.counters.embedded.load(Ordering::Relaxed),
         }
     }
 
@@ -234,23 +243,127 @@ impl Loader {
         plugin
             .component
             .get_or_try_init(|| async {
-                let bytes =
-                    match &plugin.wasm {
-                        Wasm::Builtin(bytes) => Cow::Borrowed(*bytes),
-                        Wasm::File(path) => Cow::Owned(std::fs::read(path).map_err(|e| {
+                let bytes = match &plugin.wasm {
+                    Wasm::Builtin(builtin) => {
+                        if let Some(component) = self.embedded(builtin) {
+                            return Ok(component);
+                        }
+                        // Part of this binary: no need to check its digest again.
+                        Cow::Borrowed(builtin.wasm)
+                    }
+                    Wasm::File(path) => {
+                        let bytes = std::fs::read(path).map_err(|e| {
                             not_loaded(format!("cannot read {}: {e}", path.display()))
-                        })?),
-                    };
-                if catalog::digest_of(&bytes) != plugin.digest() {
-                    return Err(not_loaded(format!(
-                        "{} changed since the plugins were listed; run the command again",
-                        plugin.origin()
-                    )));
-                }
+                        })?;
+                        if catalog::digest_of(&bytes) != plugin.digest() {
+                            return Err(not_loaded(format!(
+                                "{} changed since the plugins were listed; run the command again",
+                                plugin.origin()
+                            )));
+                        }
+                        Cow::Owned(bytes)
+                    }
+                };
                 self.compile(plugin.name(), plugin.digest(), bytes)
                     .await
                     .map_err(not_loaded)
             })
             .await
+    }
+
+    /// The built-in's code precompiled at build time, when it was compiled for an
+    /// engine configured like this one (see `runtime::builtin`).
+    fn embedded(&self, builtin: &Builtin) -> Option<Component> {
+        if self.engine_key != PRECOMPILED_FOR {
+            return None;
+        }
+        // SAFETY: these bytes are part of this executable: `build.rs` made them with
+        // `precompile_component` of an engine with this configuration key.
+        let component =
+            unsafe { Component::deserialize(&self.engine, builtin.precompiled) }.ok()?;
+        self.counters.embedded.fetch_add(1, Ordering::Relaxed);
+        Some(component)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::cache::{PluginCache, DEFAULT_MAX_BYTES};
+    use crate::runtime::engine_config::engine_config;
+    use crate::runtime::{Catalog, Grants};
+
+    fn loader(engine: Engine, cache: &std::path::Path) -> Loader {
+        let cache = ComponentCache::new(PluginCache::new(cache, DEFAULT_MAX_BYTES), &engine);
+        let linker = Linker::new(&engine);
+        Loader::new(engine, linker, Some(cache), PluginLimits::default(), None)
+    }
+
+    #[test]
+    fn the_builtins_were_precompiled_for_this_hosts_engine() {
+        let engine = Engine::new(&engine_config()).unwrap();
+        assert_eq!(engine_key(&engine), PRECOMPILED_FOR);
+    }
+
+    #[tokio::test]
+    async fn a_builtin_precompiled_for_another_engine_is_compiled_for_this_one() {
+        // Another configuration stands for another CPU or wasmtime: the embedded code
+        // is not used; the built-in is compiled (and cached) only when it is needed.
+        let mut config = engine_config();
+        config.cranelift_opt_level(wasmtime::OptLevel::None);
+        let engine = Engine::new(&config).unwrap();
+        assert_ne!(engine_key(&engine), PRECOMPILED_FOR);
+        let cache = tempfile::tempdir().unwrap();
+        let loader = loader(engine, cache.path());
+        let catalog = Catalog::load(&loader, &[], &[], &Grants::default())
+            .await
+            .unwrap();
+        assert_eq!(loader.stats(), LoadStats::default());
+        let plugin = catalog.get("sandbox-none").unwrap();
+        loader.component(plugin).await.unwrap();
+        let compiled_once = LoadStats {
+            compiled: 1,
+            ..LoadStats::default()
+        };
+        assert_eq!(loader.stats(), compiled_once);
+
+        // The next process with that engine reads it from the compile cache.
+        let engine = Engine::new(&config).unwrap();
+        let again = super::tests::loader(engine, cache.path());
+        let catalog = Catalog::load(&again, &[], &[], &Grants::default())
+            .await
+            .unwrap();
+        again
+            .component(catalog.get("sandbox-none").unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            again.stats(),
+            LoadStats {
+                from_cache: 1,
+                ..LoadStats::default()
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_builtin_loads_from_the_binary_for_this_hosts_engine() {
+        let cache = tempfile::tempdir().unwrap();
+        let loader = loader(Engine::new(&engine_config()).unwrap(), cache.path());
+        let catalog = Catalog::load(&loader, &[], &[], &Grants::default())
+            .await
+            .unwrap();
+        loader
+            .component(catalog.get("sandbox-none").unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            loader.stats(),
+            LoadStats {
+                embedded: 1,
+                ..LoadStats::default()
+            }
+        );
+        assert!(!cache.path().join("components").exists());
     }
 }

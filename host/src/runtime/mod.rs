@@ -3,7 +3,10 @@
 //!
 //! Loading is lazy: making a `Runtime` finds and describes plugins (from the
 //! description cache when seen before), and a plugin is compiled only when a run needs
-//! it ([`Runtime::load`]).
+//! it ([`Runtime::load`]). The built-ins cost neither: the build described them and
+//! compiled them for this host's engine configuration (`engine_config`), and the
+//! binary embeds both (see `builtin`), so even the first run in a fresh
+//! `AGENTGATE_HOME` compiles nothing.
 //!
 //! A plugin runs in its own `Store` per run. Everything that can go wrong inside one (a
 //! trap, a runaway loop, memory exhaustion) poisons only that store: the call returns a
@@ -13,6 +16,8 @@ pub mod bindings;
 mod builtin;
 pub mod cache;
 pub mod catalog;
+mod description;
+mod engine_config;
 pub mod grants;
 pub mod host_paths;
 pub mod instance;
@@ -25,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::component::Linker;
-use wasmtime::{Config, Engine};
+use wasmtime::Engine;
 
 pub use crate::capabilities::http::{BadHost, HostAllowlist, HttpLimits};
 pub use crate::capabilities::Capability;
@@ -181,12 +186,7 @@ impl Runtime {
 }
 
 fn build_engine() -> anyhow::Result<Engine> {
-    let mut config = Config::new();
-    config.epoch_interruption(true);
-    config.wasm_component_model(true);
-    // Keep stack overflow in a guest a clean trap, well inside the fiber's stack.
-    config.max_wasm_stack(1 << 20);
-    Ok(Engine::new(&config)?)
+    Ok(Engine::new(&engine_config::engine_config())?)
 }
 
 /// Advances the engine's epoch on a background thread until dropped.
