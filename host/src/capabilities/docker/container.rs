@@ -153,26 +153,19 @@ impl Container {
 
     /// Reads the container's usage now, and remembers the peak.
     ///
-    /// The inspect says whether the engine recorded an OOM kill of any of the
-    /// container's processes (its event may not have arrived yet) and which process
-    /// is its first, whose cgroup the host reads directly ([`ObservedCgroup`]): the
-    /// engine's own stats come only at its collector's next tick, up to a second
-    /// later. Where that cgroup cannot be read (a remote or rootless engine), the
-    /// engine is asked.
+    /// The counters are read from the container's cgroup directly ([`ObservedCgroup`])
+    /// where this host can: the engine's own stats come only at its collector's next
+    /// tick, up to a second later. The cgroup is found once, from the container's first
+    /// process (which an inspect names); while its OOM-kill counter can be read, no
+    /// call to the engine is needed. Otherwise the inspect also says whether the engine
+    /// recorded an OOM kill of any of the container's processes (its event may not have
+    /// arrived yet), and where the cgroup cannot be read (a remote or rootless engine)
+    /// the engine's stats are used.
     pub async fn sample(&self) -> Result<ResourceUsage, Error> {
-        let inspect = self
-            .docker
-            .inspect_container(&self.id, None::<InspectContainerOptions>)
-            .await
-            .map_err(|e| client::failed("inspecting the container", e))?;
-        let state = inspect.state.unwrap_or_default();
-        if state.oom_killed == Some(true) {
-            self.oom_killed.store(true, Ordering::Release);
-        }
-        let pid = state.pid.and_then(|p| u32::try_from(p).ok()).unwrap_or(0);
-        let counters = match self.read_cgroup(pid) {
-            Some(counters) => counters,
-            None => self.engine_stats().await?,
+        let known = self.cgroup.lock().unwrap().as_ref().map(|(_, c)| c.usage());
+        let counters = match known {
+            Some(Ok(counters)) if counters.oom_kills.is_some() => counters,
+            _ => self.inspect_and_read().await?,
         };
         if counters.oom_kills.is_some_and(|kills| kills > 0) {
             self.oom_killed.store(true, Ordering::Release);
@@ -195,6 +188,25 @@ impl Container {
         };
         *self.last.lock().unwrap() = Some(usage);
         Ok(usage)
+    }
+
+    /// Asks the engine for the container's first process and its OOM record, then
+    /// reads that process's cgroup, or the engine's stats.
+    async fn inspect_and_read(&self) -> Result<ObservedUsage, Error> {
+        let inspect = self
+            .docker
+            .inspect_container(&self.id, None::<InspectContainerOptions>)
+            .await
+            .map_err(|e| client::failed("inspecting the container", e))?;
+        let state = inspect.state.unwrap_or_default();
+        if state.oom_killed == Some(true) {
+            self.oom_killed.store(true, Ordering::Release);
+        }
+        let pid = state.pid.and_then(|p| u32::try_from(p).ok()).unwrap_or(0);
+        match self.read_cgroup(pid) {
+            Some(counters) => Ok(counters),
+            None => self.engine_stats().await,
+        }
     }
 
     /// The counters of the cgroup of the container's first process `pid`, when this

@@ -16,7 +16,7 @@
 //! `chmod`), which costs one `fstat` instead of reading the file again.
 
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -27,7 +27,7 @@ use crate::runtime::bindings::types::Error;
 #[derive(Debug)]
 pub struct InitFile {
     pub path: PathBuf,
-    file: OwnedFd,
+    file: std::fs::File,
     /// `(ctime seconds, ctime nanoseconds)` when the contents were checked.
     checked_at: (i64, i64),
 }
@@ -55,8 +55,8 @@ pub fn init_file() -> Result<std::sync::Arc<InitFile>, Error> {
 
 /// Whether the checked file's inode is as it was when its contents were checked.
 fn unchanged(file: &InitFile) -> bool {
-    rustix::fs::fstat(&file.file).is_ok_and(|stat| {
-        (stat.st_ctime, stat.st_ctime_nsec as i64) == file.checked_at && stat.st_mode & 0o222 == 0
+    file.file.metadata().is_ok_and(|meta| {
+        (meta.ctime(), meta.ctime_nsec()) == file.checked_at && meta.mode() & 0o222 == 0
     })
 }
 
@@ -118,7 +118,7 @@ fn open_checked(path: &Path, expected: &[u8], uid: u32) -> Result<InitFile, Stri
     }
     Ok(InitFile {
         path: path.to_path_buf(),
-        file: file.into(),
+        file,
         checked_at: (meta.ctime(), meta.ctime_nsec()),
     })
 }
