@@ -65,11 +65,7 @@ impl ObservedCgroup {
                 dirs.memory.join("memory.stat"),
                 dirs.oom_kills(),
             ),
-            Backend::V2(dir) => (
-                dir.usage()?,
-                dir.path.join("memory.stat"),
-                dir.oom_kills(),
-            ),
+            Backend::V2(dir) => (dir.usage()?, dir.path.join("memory.stat"), dir.oom_kills()),
         };
         let stat = std::fs::read_to_string(stat_file)?;
         let inactive = keyed(&stat, "total_inactive_file")

@@ -535,10 +535,7 @@ fn another_process_cgroup_is_read_only_when_it_is_the_named_one() {
     assert_eq!(usage.oom_kills.unwrap_or(0), 0, "{usage:?}");
     // The same process read as another's: its cgroup does not carry that name.
     let error = ObservedCgroup::of_process(sleeper.id(), "some-container-id").unwrap_err();
-    assert!(
-        error.to_string().contains("not in a cgroup of"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("not in a cgroup of"), "{error}");
     cgroup.kill_all();
     let _ = sleeper.wait();
 }
