@@ -53,7 +53,7 @@ mod tests {
     #[test]
     fn the_embedded_init_is_an_executable_of_this_machine() {
         assert!(INIT_BINARY.starts_with(b"\x7fELF"));
-        // Small enough that copying it into each sandbox costs next to nothing.
+        // Small enough that reading it once per process to check its host copy is cheap.
         assert!(INIT_BINARY.len() < 8 << 20, "{} bytes", INIT_BINARY.len());
     }
 }
