@@ -70,5 +70,6 @@ printf '  median of the pairs\x27 differences: %6.2f ms\n' "$(bc -l <<<"$m_added
 printf 'bubblewrap floor over a raw spawn: %8.2f ms\n' "$(bc -l <<<"($m_floor-$m_raw)/1000")"
 printf 'ratio subprocess / none:           %8.2f\n' "$(bc -l <<<"$m_sub/$m_none")"
 ms() { awk -v us="$1" 'BEGIN {printf "%.2f", us / 1000}'; }
-echo "RESULT subprocess-vs-none $(ms "$m_sub") $(ms "$m_none") ms +$(ms "$m_added")"
-echo "RESULT bwrap-floor-vs-raw-spawn $(ms "$m_floor") $(ms "$m_raw") ms +$(ms $((m_floor - m_raw)))"
+gap() { awk -v us="$1" 'BEGIN {printf "%+.2f", us / 1000}'; }
+echo "RESULT subprocess-vs-none $(ms "$m_sub") $(ms "$m_none") ms $(gap "$m_added")"
+echo "RESULT bwrap-floor-vs-raw-spawn $(ms "$m_floor") $(ms "$m_raw") ms $(gap $((m_floor - m_raw)))"
