@@ -265,15 +265,20 @@ async fn sleep_until(deadline: Option<Instant>) {
 }
 
 /// Kills an exec's process tree from the host, by the host pid the engine reported.
-/// A kill asked for before the pid is known is remembered and done when it arrives.
+/// A kill asked for before the pid is known is remembered and done when it arrives;
+/// a tree is killed at most once, so a pid learnt late (and maybe reused since) is
+/// never killed after the kill was done.
 #[derive(Default)]
 pub struct ExecKiller {
-    /// The pid; 0 while unknown or once killed, [`KILL_WHEN_KNOWN`] when a kill waits.
+    /// The pid; 0 while unknown, [`KILL_WHEN_KNOWN`] when a kill waits for it,
+    /// [`KILLED`] once the kill was done.
     pid: AtomicI32,
 }
 
 /// [`ExecKiller::pid`] when a kill came before the pid.
 const KILL_WHEN_KNOWN: i32 = -1;
+/// [`ExecKiller::pid`] once the tree was killed.
+const KILLED: i32 = -2;
 
 impl ExecKiller {
     fn has_pid(&self) -> bool {
@@ -282,11 +287,20 @@ impl ExecKiller {
 
     fn set_pid(&self, pid: i64) {
         let pid = i32::try_from(pid).unwrap_or(0);
-        let before = self
+        if pid <= 1 {
+            return;
+        }
+        let waiting = self
             .pid
-            .compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire);
-        if before == Err(KILL_WHEN_KNOWN) && pid > 1 {
-            self.pid.store(0, Ordering::Release);
+            .compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire)
+            .err()
+            == Some(KILL_WHEN_KNOWN);
+        if waiting
+            && self
+                .pid
+                .compare_exchange(KILL_WHEN_KNOWN, KILLED, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
             kill_tree(pid);
         }
     }
@@ -294,9 +308,23 @@ impl ExecKiller {
 
 impl Kill for ExecKiller {
     fn kill(&self) {
-        let pid = self.pid.swap(KILL_WHEN_KNOWN, Ordering::AcqRel);
-        if pid > 1 {
-            kill_tree(pid);
+        let mut now = self.pid.load(Ordering::Acquire);
+        loop {
+            let next = if now > 1 || now == KILLED {
+                KILLED
+            } else {
+                KILL_WHEN_KNOWN
+            };
+            match self
+                .pid
+                .compare_exchange(now, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(changed) => now = changed,
+            }
+        }
+        if now > 1 {
+            kill_tree(now);
         }
     }
 }
@@ -381,6 +409,26 @@ mod tests {
             working_dir("/workspace", Some("../etc")),
             Err(Error::InvalidSpec(f)) if f.path == "cwd"
         ));
+    }
+
+    #[test]
+    fn a_kill_before_the_pid_is_done_when_it_arrives_and_never_twice() {
+        use std::os::unix::process::ExitStatusExt;
+        let sleeper = || std::process::Command::new("sleep").arg("60").spawn().unwrap();
+        let mut first = sleeper();
+        let killer = ExecKiller::default();
+        killer.kill();
+        assert!(!killer.has_pid());
+        killer.set_pid(first.id().into());
+        assert_eq!(first.wait().unwrap().signal(), Some(libc::SIGKILL));
+        // A pid learnt after the kill was done (the same look answered twice, or a pid
+        // reused since) is left alone.
+        let mut second = sleeper();
+        killer.set_pid(second.id().into());
+        killer.kill();
+        assert!(second.try_wait().unwrap().is_none());
+        second.kill().unwrap();
+        let _ = second.wait();
     }
 
     #[test]
