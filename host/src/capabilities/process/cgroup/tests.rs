@@ -530,7 +530,8 @@ fn another_process_cgroup_is_read_only_when_it_is_the_named_one() {
     let name = format!("test-{}-observed", std::process::id());
     let observed = ObservedCgroup::of_process(sleeper.id(), &name).unwrap();
     let usage = observed.usage().unwrap();
-    assert_eq!(usage.pids, 1, "{usage:?}");
+    // The shell and its `sleep` (or the `sleep` alone, where the shell execs it).
+    assert!((1..=2).contains(&usage.pids), "{usage:?}");
     assert!(usage.cpu_time_ns > 0, "{usage:?}");
     assert_eq!(usage.oom_kills.unwrap_or(0), 0, "{usage:?}");
     // The same process read as another's: its cgroup does not carry that name.
