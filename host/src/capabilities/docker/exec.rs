@@ -414,7 +414,12 @@ mod tests {
     #[test]
     fn a_kill_before_the_pid_is_done_when_it_arrives_and_never_twice() {
         use std::os::unix::process::ExitStatusExt;
-        let sleeper = || std::process::Command::new("sleep").arg("60").spawn().unwrap();
+        let sleeper = || {
+            std::process::Command::new("sleep")
+                .arg("60")
+                .spawn()
+                .unwrap()
+        };
         let mut first = sleeper();
         let killer = ExecKiller::default();
         killer.kill();
