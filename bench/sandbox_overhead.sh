@@ -3,7 +3,8 @@
 # subprocess sandbox (bubblewrap, seccomp, cgroup, network: none) against the same run
 # with `provider: none`, and both against a raw spawn of `true`, pair by pair in one
 # run so machine noise hits every side alike. Prints medians and the sandbox's own cost
-# (target: under 10 ms). For scale it also times bubblewrap's own floor, `bwrap` with
+# (target: at most 6 ms over `provider: none`), then, last, one line per row for
+# bench/run: `RESULT <name> <agentgate> <baseline> <unit> <gap>`. For scale it also times bubblewrap's own floor, `bwrap` with
 # every namespace and `/` bound, which no bubblewrap-based sandbox can go below.
 # Every run must succeed: a run that fails fast would otherwise look cheap.
 #
@@ -64,7 +65,11 @@ printf 'agentgate run, provider subprocess:%8.2f ms\n' "$(bc -l <<<"$m_sub/1000"
 added=()
 for i in "${!sub[@]}"; do added+=("$((sub[i] - none[i]))"); done
 m_added=$(median "${added[@]}")
-printf 'the sandbox itself adds:           %8.2f ms (target < 10 ms)\n' "$(bc -l <<<"($m_sub-$m_none)/1000")"
+printf 'the sandbox itself adds:           %8.2f ms (target <= 6 ms)\n' "$(bc -l <<<"($m_sub-$m_none)/1000")"
 printf '  median of the pairs\x27 differences: %6.2f ms\n' "$(bc -l <<<"$m_added/1000")"
 printf 'bubblewrap floor over a raw spawn: %8.2f ms\n' "$(bc -l <<<"($m_floor-$m_raw)/1000")"
 printf 'ratio subprocess / none:           %8.2f\n' "$(bc -l <<<"$m_sub/$m_none")"
+ms() { awk -v us="$1" 'BEGIN {printf "%.2f", us / 1000}'; }
+gap() { awk -v us="$1" 'BEGIN {printf "%+.2f", us / 1000}'; }
+echo "RESULT subprocess-vs-none $(ms "$m_sub") $(ms "$m_none") ms $(gap "$m_added")"
+echo "RESULT bwrap-floor-vs-raw-spawn $(ms "$m_floor") $(ms "$m_raw") ms $(gap $((m_floor - m_raw)))"

@@ -3,13 +3,15 @@
 //! The engine is found like the `docker` CLI finds it: `DOCKER_HOST` when set, the
 //! local unix socket otherwise. The API version is negotiated with the engine, so an
 //! older engine (Debian's 20.10 speaks API 1.41) is not refused for being older than
-//! the client. A connection belongs to the async runtime that made it, so each
+//! the client, once per process and engine address (the version is remembered). A
+//! connection belongs to the async runtime that made it, so each
 //! container keeps its own and other calls open a fresh one (a unix-socket connect).
 
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use bollard::errors::Error as BollardError;
-use bollard::Docker;
+use bollard::{ClientVersion, Docker};
 
 use crate::runtime::bindings::types::Error;
 
@@ -28,9 +30,24 @@ pub fn local_socket() -> Option<PathBuf> {
 
 /// A connection to the engine, its API version agreed.
 pub async fn connect() -> Result<Docker, Error> {
+    // The version agreed with the engine at an address, so that only the first
+    // connection of a process pays the round trip that asks for it.
+    static AGREED: Mutex<Option<(String, ClientVersion)>> = Mutex::new(None);
+    let address = engine_address();
+    let agreed = AGREED.lock().unwrap().clone();
+    let socket = address.strip_prefix("unix://");
+    if let (Some((_, version)), Some(socket)) = (agreed.filter(|(at, _)| *at == address), socket) {
+        return Docker::connect_with_unix(socket, CLIENT_TIMEOUT_SECS, &version)
+            .map_err(unreachable);
+    }
     let docker = Docker::connect_with_defaults().map_err(unreachable)?;
-    docker.negotiate_version().await.map_err(unreachable)
+    let docker = docker.negotiate_version().await.map_err(unreachable)?;
+    *AGREED.lock().unwrap() = Some((address, docker.client_version()));
+    Ok(docker)
 }
+
+/// bollard's own default for a request's timeout.
+const CLIENT_TIMEOUT_SECS: u64 = 120;
 
 /// How to make the engine reachable.
 pub const ENGINE_FIX: &str = "start it (`sudo dockerd &`, `systemctl start docker` or Docker \

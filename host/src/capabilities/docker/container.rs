@@ -22,6 +22,7 @@ use bollard::Docker;
 use futures_util::StreamExt;
 
 use super::client;
+use crate::capabilities::process::cgroup::{ObservedCgroup, ObservedUsage};
 use crate::record::{EventBody, EventSink};
 use crate::runtime::bindings::types::{Error, NetworkMode, ResourceUsage};
 
@@ -40,6 +41,8 @@ pub struct Container {
     started: Instant,
     peak_memory: Mutex<u64>,
     last: Mutex<Option<ResourceUsage>>,
+    /// The cgroup of the container's first process (by its pid), once found.
+    cgroup: Mutex<Option<(u32, ObservedCgroup)>>,
     oom_killed: AtomicBool,
     removed: AtomicBool,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -77,6 +80,7 @@ impl Container {
             started: Instant::now(),
             peak_memory: Mutex::new(0),
             last: Mutex::new(None),
+            cgroup: Mutex::new(None),
             oom_killed: AtomicBool::new(false),
             removed: AtomicBool::new(false),
             tasks: Mutex::default(),
@@ -148,7 +152,80 @@ impl Container {
     }
 
     /// Reads the container's usage now, and remembers the peak.
+    ///
+    /// The counters are read from the container's cgroup directly ([`ObservedCgroup`])
+    /// where this host can: the engine's own stats come only at its collector's next
+    /// tick, up to a second later. The cgroup is found once, from the container's first
+    /// process (which an inspect names); while its OOM-kill counter can be read, no
+    /// call to the engine is needed. Otherwise the inspect also says whether the engine
+    /// recorded an OOM kill of any of the container's processes (its event may not have
+    /// arrived yet), and where the cgroup cannot be read (a remote or rootless engine)
+    /// the engine's stats are used.
     pub async fn sample(&self) -> Result<ResourceUsage, Error> {
+        let known = self.cgroup.lock().unwrap().as_ref().map(|(_, c)| c.usage());
+        let counters = match known {
+            Some(Ok(counters)) if counters.oom_kills.is_some() => counters,
+            _ => self.inspect_and_read().await?,
+        };
+        if counters.oom_kills.is_some_and(|kills| kills > 0) {
+            self.oom_killed.store(true, Ordering::Release);
+        }
+        let peak = {
+            let mut peak = self.peak_memory.lock().unwrap();
+            *peak = (*peak)
+                .max(counters.memory_bytes)
+                .max(counters.peak_memory_bytes.unwrap_or(0));
+            *peak
+        };
+        let elapsed = self.started.elapsed().as_nanos().max(1) as f64;
+        let usage = ResourceUsage {
+            // Average over the container's life, 100 = one core busy all the time.
+            cpu_percent: counters.cpu_time_ns as f64 / elapsed * 100.0,
+            memory_bytes: counters.memory_bytes,
+            peak_memory_bytes: peak,
+            pids: counters.pids,
+            oom_killed: self.oom_killed.load(Ordering::Acquire),
+        };
+        *self.last.lock().unwrap() = Some(usage);
+        Ok(usage)
+    }
+
+    /// Asks the engine for the container's first process and its OOM record, then
+    /// reads that process's cgroup, or the engine's stats.
+    async fn inspect_and_read(&self) -> Result<ObservedUsage, Error> {
+        let inspect = self
+            .docker
+            .inspect_container(&self.id, None::<InspectContainerOptions>)
+            .await
+            .map_err(|e| client::failed("inspecting the container", e))?;
+        let state = inspect.state.unwrap_or_default();
+        if state.oom_killed == Some(true) {
+            self.oom_killed.store(true, Ordering::Release);
+        }
+        let pid = state.pid.and_then(|p| u32::try_from(p).ok()).unwrap_or(0);
+        match self.read_cgroup(pid) {
+            Some(counters) => Ok(counters),
+            None => self.engine_stats().await,
+        }
+    }
+
+    /// The counters of the cgroup of the container's first process `pid`, when this
+    /// host can read it.
+    fn read_cgroup(&self, pid: u32) -> Option<ObservedUsage> {
+        if pid == 0 || client::local_socket().is_none() {
+            return None;
+        }
+        let mut cgroup = self.cgroup.lock().unwrap();
+        if !cgroup.as_ref().is_some_and(|(of, _)| *of == pid) {
+            *cgroup = ObservedCgroup::of_process(pid, &self.id)
+                .ok()
+                .map(|found| (pid, found));
+        }
+        cgroup.as_ref()?.1.usage().ok()
+    }
+
+    /// The same counters from the engine's stats.
+    async fn engine_stats(&self) -> Result<ObservedUsage, Error> {
         let options = StatsOptionsBuilder::new()
             .stream(false)
             .one_shot(true)
@@ -168,45 +245,22 @@ impl Container {
             })
             .copied()
             .unwrap_or(0);
-        let memory = memory_stats.usage.unwrap_or(0).saturating_sub(inactive);
-        let peak = {
-            let mut peak = self.peak_memory.lock().unwrap();
-            *peak = (*peak).max(memory).max(memory_stats.max_usage.unwrap_or(0));
-            *peak
-        };
-        let cpu_ns = stats
-            .cpu_stats
-            .and_then(|c| c.cpu_usage)
-            .and_then(|u| u.total_usage)
-            .unwrap_or(0);
-        if !self.oom_killed.load(Ordering::Acquire) {
-            // The engine also records an OOM kill of any of the container's processes
-            // on the container, in case its event has not arrived yet.
-            let inspect = self
-                .docker
-                .inspect_container(&self.id, None::<InspectContainerOptions>)
-                .await
-                .map_err(|e| client::failed("inspecting the container", e))?;
-            if inspect.state.and_then(|s| s.oom_killed) == Some(true) {
-                self.oom_killed.store(true, Ordering::Release);
-            }
-        }
-        let elapsed = self.started.elapsed().as_nanos().max(1) as f64;
-        let usage = ResourceUsage {
-            // Average over the container's life, 100 = one core busy all the time.
-            cpu_percent: cpu_ns as f64 / elapsed * 100.0,
-            memory_bytes: memory,
-            peak_memory_bytes: peak,
+        Ok(ObservedUsage {
+            cpu_time_ns: stats
+                .cpu_stats
+                .and_then(|c| c.cpu_usage)
+                .and_then(|u| u.total_usage)
+                .unwrap_or(0),
+            memory_bytes: memory_stats.usage.unwrap_or(0).saturating_sub(inactive),
+            peak_memory_bytes: memory_stats.max_usage,
             pids: stats
                 .pids_stats
                 .and_then(|p| p.current)
                 .unwrap_or(0)
                 .try_into()
                 .unwrap_or(u32::MAX),
-            oom_killed: self.oom_killed.load(Ordering::Acquire),
-        };
-        *self.last.lock().unwrap() = Some(usage);
-        Ok(usage)
+            oom_kills: None,
+        })
     }
 
     /// The usage now, or the last sample when the container can no longer be read.

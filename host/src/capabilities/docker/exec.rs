@@ -115,10 +115,17 @@ pub async fn start(
         return Err(Error::Failed("the Docker engine detached the exec".into()));
     };
     let killer = Arc::new(ExecKiller::default());
-    // The exec runs once it is attached; its host pid is what a kill needs.
-    if let Ok(inspect) = docker.inspect_exec(&created.id).await {
-        killer.set_pid(inspect.pid.unwrap_or(0));
-    }
+    // The exec runs once it is attached; its host pid is what a kill needs. It is
+    // asked for while the command runs (a kill asked for before the answer is done
+    // when it comes, see `ExecKiller`).
+    tokio::spawn({
+        let (docker, exec_id, killer) = (docker.clone(), created.id.clone(), killer.clone());
+        async move {
+            if let Ok(inspect) = docker.inspect_exec(&exec_id).await {
+                killer.set_pid(inspect.pid.unwrap_or(0));
+            }
+        }
+    });
 
     let stdin: Option<Box<dyn tokio::io::AsyncWrite + Send + Unpin>> =
         match (request.stdin, request.keep_stdin_open) {
@@ -233,18 +240,21 @@ fn pump(
     rx
 }
 
-/// The exit code once the engine has recorded it.
+/// The exit code once the engine has recorded it. The output ends as the command
+/// exits and the engine records the exit a moment later, so the first waits are short.
 async fn exit_code(docker: &Docker, exec_id: &str) -> Option<i32> {
-    for _ in 0..50 {
+    let mut wait = Duration::from_millis(1);
+    let give_up = Instant::now() + Duration::from_secs(1);
+    loop {
         match docker.inspect_exec(exec_id).await {
             Ok(inspect) if inspect.running != Some(true) => {
                 return inspect.exit_code.and_then(|c| i32::try_from(c).ok())
             }
-            Ok(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-            Err(_) => return None,
+            Ok(_) if Instant::now() < give_up => tokio::time::sleep(wait).await,
+            _ => return None,
         }
+        wait = (wait * 2).min(Duration::from_millis(20));
     }
-    None
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -255,10 +265,20 @@ async fn sleep_until(deadline: Option<Instant>) {
 }
 
 /// Kills an exec's process tree from the host, by the host pid the engine reported.
+/// A kill asked for before the pid is known is remembered and done when it arrives;
+/// a tree is killed at most once, so a pid learnt late (and maybe reused since) is
+/// never killed after the kill was done.
 #[derive(Default)]
 pub struct ExecKiller {
+    /// The pid; 0 while unknown, [`KILL_WHEN_KNOWN`] when a kill waits for it,
+    /// [`KILLED`] once the kill was done.
     pid: AtomicI32,
 }
+
+/// [`ExecKiller::pid`] when a kill came before the pid.
+const KILL_WHEN_KNOWN: i32 = -1;
+/// [`ExecKiller::pid`] once the tree was killed.
+const KILLED: i32 = -2;
 
 impl ExecKiller {
     fn has_pid(&self) -> bool {
@@ -266,16 +286,45 @@ impl ExecKiller {
     }
 
     fn set_pid(&self, pid: i64) {
-        self.pid
-            .store(i32::try_from(pid).unwrap_or(0), Ordering::Release);
+        let pid = i32::try_from(pid).unwrap_or(0);
+        if pid <= 1 {
+            return;
+        }
+        let waiting = self
+            .pid
+            .compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire)
+            .err()
+            == Some(KILL_WHEN_KNOWN);
+        if waiting
+            && self
+                .pid
+                .compare_exchange(KILL_WHEN_KNOWN, KILLED, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            kill_tree(pid);
+        }
     }
 }
 
 impl Kill for ExecKiller {
     fn kill(&self) {
-        let pid = self.pid.swap(0, Ordering::AcqRel);
-        if pid > 1 {
-            kill_tree(pid);
+        let mut now = self.pid.load(Ordering::Acquire);
+        loop {
+            let next = if now > 1 || now == KILLED {
+                KILLED
+            } else {
+                KILL_WHEN_KNOWN
+            };
+            match self
+                .pid
+                .compare_exchange(now, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(changed) => now = changed,
+            }
+        }
+        if now > 1 {
+            kill_tree(now);
         }
     }
 }
@@ -360,6 +409,31 @@ mod tests {
             working_dir("/workspace", Some("../etc")),
             Err(Error::InvalidSpec(f)) if f.path == "cwd"
         ));
+    }
+
+    #[test]
+    fn a_kill_before_the_pid_is_done_when_it_arrives_and_never_twice() {
+        use std::os::unix::process::ExitStatusExt;
+        let sleeper = || {
+            std::process::Command::new("sleep")
+                .arg("60")
+                .spawn()
+                .unwrap()
+        };
+        let mut first = sleeper();
+        let killer = ExecKiller::default();
+        killer.kill();
+        assert!(!killer.has_pid());
+        killer.set_pid(first.id().into());
+        assert_eq!(first.wait().unwrap().signal(), Some(libc::SIGKILL));
+        // A pid learnt after the kill was done (the same look answered twice, or a pid
+        // reused since) is left alone.
+        let mut second = sleeper();
+        killer.set_pid(second.id().into());
+        killer.kill();
+        assert!(second.try_wait().unwrap().is_none());
+        second.kill().unwrap();
+        let _ = second.wait();
     }
 
     #[test]

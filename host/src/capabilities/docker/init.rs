@@ -10,15 +10,12 @@
 //! in it also runs under the subprocess sandbox's programs ([`seccomp`]), the socket
 //! families of its network mode included.
 //!
-//! The sandbox init loads them: it is bound read-only at [`PATH_IN_CONTAINER`], a
+//! The sandbox init loads them: it is bound read-only at [`PATH_IN_CONTAINER`] from its
+//! host file ([`crate::capabilities::process::init_file`]), a
 //! mount point that cannot be renamed, removed or written, so the agent cannot put
 //! another program in its place. It is the container's first process (`--reap`, in
 //! place of the engine's tini: it forwards the stop signal and reaps orphans), so the
 //! main process runs filtered, and every exec starts through it.
-
-use std::io::Write;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
 
 use crate::capabilities::process::{landlock, seccomp};
 use crate::runtime::bindings::types::{Error, NetworkMode};
@@ -73,74 +70,9 @@ fn wrap_fence(
     Ok(args)
 }
 
-/// The init as a host file the engine can bind: in the system's temporary folder (a
-/// path under `AGENTGATE_HOME` would show in the container's mount table), named by
-/// its contents and the user, written once, mode 0555. An existing file is used only
-/// when it is a regular file of this user's, writable by nobody, with exactly the
-/// init's bytes; anything else there is refused, never used.
-pub fn host_copy() -> Result<PathBuf, Error> {
-    let binary = landlock::init_binary();
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
-    let digest = blake3::hash(binary).to_hex();
-    let path = std::env::temp_dir().join(format!("agentgate-sandbox-init-{uid}-{}", &digest[..16]));
-    if !path.exists() {
-        write_new(&path, binary).map_err(|e| unusable(&path, &e.to_string()))?;
-    }
-    check(&path, binary, uid).map_err(|why| unusable(&path, &why))?;
-    Ok(path)
-}
-
-/// Writes `bytes` beside `path` and links it there, so no reader sees half of it and
-/// a file another run linked first is kept.
-fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let partial = path.with_extension(format!("{}.partial", uuid::Uuid::now_v7().simple()));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o555)
-        .open(&partial)
-        .and_then(|mut file| file.write_all(bytes));
-    let linked = written.and_then(|()| match std::fs::hard_link(&partial, path) {
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        other => other,
-    });
-    let _ = std::fs::remove_file(&partial);
-    linked
-}
-
-fn check(path: &Path, expected: &[u8], uid: u32) -> Result<(), String> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| e.to_string())?;
-    if !meta.file_type().is_file() {
-        return Err("it is not a regular file".into());
-    }
-    if meta.uid() != uid || meta.mode() & 0o222 != 0 {
-        return Err(format!(
-            "it belongs to uid {} with mode {:o}; expected uid {uid}, writable by nobody",
-            meta.uid(),
-            meta.mode() & 0o7777
-        ));
-    }
-    let found = std::fs::read(path).map_err(|e| e.to_string())?;
-    if found != expected {
-        return Err("its contents are not agentgate's sandbox init".into());
-    }
-    Ok(())
-}
-
-fn unusable(path: &Path, why: &str) -> Error {
-    Error::Unavailable(format!(
-        "cannot place the sandbox init at {} for the container to run: {why}; remove that \
-         file or set TMPDIR to a folder of your own",
-        path.display()
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn commands_start_through_the_init_with_the_programs_of_their_network() {
@@ -167,29 +99,5 @@ mod tests {
         );
         let parsed = landlock::Fence::parse(bridge[1..].iter().map(Into::into)).unwrap();
         assert_eq!(parsed.command.len(), 3);
-    }
-
-    #[test]
-    fn the_host_copy_is_the_init_and_a_tampered_one_is_refused() {
-        let path = host_copy().unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), landlock::init_binary());
-        assert_eq!(host_copy().unwrap(), path, "written once");
-        let meta = std::fs::metadata(&path).unwrap();
-        assert_eq!(meta.mode() & 0o777, 0o555);
-
-        let dir = tempfile::tempdir().unwrap();
-        let other = dir.path().join("init");
-        std::fs::write(&other, b"not the init").unwrap();
-        std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o555)).unwrap();
-        // SAFETY: geteuid has no preconditions.
-        let uid = unsafe { libc::geteuid() };
-        assert!(check(&other, landlock::init_binary(), uid)
-            .unwrap_err()
-            .contains("contents"));
-        std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(check(&other, b"not the init", uid)
-            .unwrap_err()
-            .contains("writable"));
-        assert!(check(&other, b"not the init", uid + 1).is_err());
     }
 }

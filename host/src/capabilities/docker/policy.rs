@@ -77,7 +77,7 @@ impl Policy {
             allow_host_network: run
                 .state::<super::DockerGrant>()
                 .is_some_and(|grant| grant.host_network),
-            sandbox_init: init::host_copy()?,
+            sandbox_init: crate::capabilities::process::init_file()?.path.clone(),
             // The run's folders are (workspace, state), in that order.
             private_state: binds.run_folders().get(1).cloned(),
             binds,

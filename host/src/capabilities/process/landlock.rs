@@ -6,18 +6,14 @@
 //! process itself after bubblewrap has built the mount tree (a Landlocked process may
 //! not mount), so a small init runs first inside the view (`agentgate-sandbox-init`,
 //! built by `build.rs` and embedded here): it restricts itself, then execs the command.
-//! bubblewrap copies it into the view from a sealed memfd.
+//! bubblewrap binds it into the view read-only from its checked host file
+//! ([`super::init_file`]).
 //!
 //! Kernels without Landlock (before 5.13, or with it disabled) still get the sealed
 //! view; the host reports the ABI it found (or its absence) with each sandbox.
 
-use std::os::fd::OwnedFd;
-use std::sync::OnceLock;
-
 pub use agentgate_sandbox_init::relay::{hosts_file, Egress, PROXY_ADDRESS};
 pub use agentgate_sandbox_init::{Fence, PATH_IN_SANDBOX as INIT_PATH};
-
-use super::memfd;
 
 /// The init program, compiled for this host's target.
 static INIT_BINARY: &[u8] = include_bytes!(env!("AGENTGATE_SANDBOX_INIT"));
@@ -43,20 +39,6 @@ pub fn kernel_abi() -> Option<u32> {
     u32::try_from(version).ok().filter(|&v| v > 0)
 }
 
-/// A descriptor bubblewrap can copy the init from, read from the start. The memfd
-/// is made once per process; each spawn gets a descriptor of its own.
-pub fn init_fd() -> std::io::Result<OwnedFd> {
-    static MEMFD: OnceLock<OwnedFd> = OnceLock::new();
-    let memfd = match MEMFD.get() {
-        Some(memfd) => memfd,
-        None => {
-            let made = memfd::sealed(c"agentgate-sandbox-init", INIT_BINARY)?;
-            MEMFD.get_or_init(|| made)
-        }
-    };
-    memfd::reopen(memfd)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,7 +53,7 @@ mod tests {
     #[test]
     fn the_embedded_init_is_an_executable_of_this_machine() {
         assert!(INIT_BINARY.starts_with(b"\x7fELF"));
-        // Small enough that copying it into each sandbox costs next to nothing.
+        // Small enough that reading it once per process to check its host copy is cheap.
         assert!(INIT_BINARY.len() < 8 << 20, "{} bytes", INIT_BINARY.len());
     }
 }

@@ -12,6 +12,7 @@
 //! [`probe_sealed`], ...).
 
 pub mod cgroup;
+mod init_file;
 mod isolation;
 pub mod landlock;
 mod memfd;
@@ -42,6 +43,7 @@ use crate::runtime::PluginState;
 use scope::ProcessScope;
 
 use cgroup::{Cgroup, CgroupError, CgroupLimits};
+pub use init_file::{init_file, InitFile};
 pub use isolation::{default_limits, Isolation};
 pub use network::{open_tun, slirp4netns, SLIRP4NETNS_FIX, TUN_FIX};
 pub use sealed::{bubblewrap, BUBBLEWRAP_FIX, MIN_BUBBLEWRAP};
@@ -237,8 +239,9 @@ impl Launch {
 /// The command that runs `launch`, and what must be done once it started.
 struct Prepared {
     command: tokio::process::Command,
-    /// Descriptors bubblewrap reads (its options, seccomp programs, the init): kept
-    /// open until the child has been spawned, since it inherits them, then closed.
+    /// Descriptors bubblewrap reads (its options, seccomp programs): kept open until
+    /// the child has been spawned, since it inherits them, then closed. (The init's is
+    /// the process's, kept open for every spawn.)
     handed_to_bwrap: Vec<OwnedFd>,
     bridge: Option<NetworkSetup>,
 }
@@ -322,11 +325,10 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         }
         NetworkMode::None | NetworkMode::Host => None,
     };
-    let init = landlock::init_fd()
-        .map_err(|e| Error::Unavailable(format!("preparing the sandbox init: {e}")))?;
+    let init = init_file()?;
     let mut fds = sealed::BwrapFds {
         seccomp: seccomp.fds.iter().map(AsRawFd::as_raw_fd).collect(),
-        init: Some(init.as_raw_fd()),
+        init: Some(init.fd()),
         egress: egress.as_ref().map(|(egress, _)| egress.clone()),
         ..Default::default()
     };
@@ -353,7 +355,7 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         .args(&invocation.command)
         .current_dir("/");
     let inherited = fds.seccomp.iter().copied().chain(view.bind_fds());
-    let bwrap_reads = [init.as_raw_fd(), options.as_raw_fd()];
+    let bwrap_reads = [init.fd(), options.as_raw_fd()];
     let egress_files = egress.iter().flat_map(|(e, _)| [e.hosts, e.resolv_conf]);
     for fd in inherited
         .chain(egress_files)
@@ -364,9 +366,11 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         inherit_fd(&mut command, fd);
     }
     // SAFETY: the closure makes only async-signal-safe calls (prctl, and the cgroup's
-    // open/write/close on paths prepared beforehand).
+    // open/write/close on paths prepared beforehand). `init` is moved in only to keep
+    // its descriptor open until the child has it.
     unsafe {
         command.pre_exec(move || {
+            let _ = &init;
             // The sandbox dies with the host, even when the host is killed outright.
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
                 return Err(std::io::Error::last_os_error());
@@ -375,7 +379,7 @@ fn prepare(launch: &Launch, groups: &ProcessGroups, cgroup_name: &str) -> Result
         });
     }
     let mut handed_to_bwrap = seccomp.fds;
-    handed_to_bwrap.extend([init, options]);
+    handed_to_bwrap.push(options);
     handed_to_bwrap.extend(egress.into_iter().flat_map(|(_, files)| files));
     Ok(Prepared {
         command,

@@ -68,8 +68,9 @@ pub struct BwrapFds {
     pub info: Option<RawFd>,
     /// `--block-fd`: the command waits until the host writes to it (network ready).
     pub block: Option<RawFd>,
-    /// The sandbox init, copied into the view (see [`super::landlock`]). Without it
-    /// the command runs with no Landlock fence (used only by tests of the arguments).
+    /// The sandbox init's host file ([`super::init_file`]), bound read-only into the
+    /// view (see [`super::landlock`]). Without it the command runs with no Landlock
+    /// fence (used only by tests of the arguments).
     pub init: Option<RawFd>,
     /// Set when the run has an egress allowlist: the proxy's folder and the sandbox's
     /// name files, bound in; the init starts the relays.
@@ -215,8 +216,7 @@ impl SealedView {
             args.push(["--block-fd", &fd.to_string()]);
         }
         if let Some(fd) = fds.init {
-            args.push(["--perms", "0555", "--ro-bind-data", &fd.to_string()]);
-            args.push([landlock::INIT_PATH]);
+            args.push(["--ro-bind-fd", &fd.to_string(), landlock::INIT_PATH]);
         }
         if let Some(egress) = &fds.egress {
             args.push_os([
@@ -483,7 +483,7 @@ mod tests {
                 ..BwrapFds::default()
             },
         ));
-        let init = format!("--perms 0555 --ro-bind-data 9 {}", landlock::INIT_PATH);
+        let init = format!("--ro-bind-fd 9 {}", landlock::INIT_PATH);
         assert!(args.contains(&init), "{args}");
         assert!(args.find(&init) < args.find("--chdir"), "{args}");
         let command = args.split("--chdir /workspace -- ").nth(1).unwrap();

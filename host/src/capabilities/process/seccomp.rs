@@ -32,6 +32,7 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
+use std::sync::OnceLock;
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -141,8 +142,23 @@ impl SeccompPrograms {
     }
 }
 
-/// Every program, each as the kernel's `struct sock_filter` array.
+/// Every program, each as the kernel's `struct sock_filter` array. They depend only
+/// on `sockets`, so each set is compiled once per process and reused by every spawn.
 pub fn programs(sockets: Sockets) -> Result<Vec<Vec<u8>>, Error> {
+    static LOCAL: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    static NETWORK: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    let cache = match sockets {
+        Sockets::Local => &LOCAL,
+        Sockets::Network => &NETWORK,
+    };
+    if let Some(programs) = cache.get() {
+        return Ok(programs.clone());
+    }
+    let compiled = compile_programs(sockets)?;
+    Ok(cache.get_or_init(|| compiled).clone())
+}
+
+fn compile_programs(sockets: Sockets) -> Result<Vec<Vec<u8>>, Error> {
     let arch = target_arch()?;
     let mut deny: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|&nr| (nr, Vec::new())).collect();

@@ -13,6 +13,7 @@
 
 mod clone_into;
 mod hierarchy;
+mod observed;
 mod v1;
 mod v2;
 
@@ -25,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hierarchy::Layout;
+pub use observed::{ObservedCgroup, ObservedUsage};
 
 /// The folder, in each hierarchy, that holds every sandbox cgroup. It is shared by
 /// concurrent runs, so it is created when missing and never removed.
@@ -153,6 +155,29 @@ impl Backend {
                 cpuacct: dir(cpuacct),
                 pids: dir(pids),
                 freezer: freezer.as_deref().map(dir),
+            }),
+        }
+    }
+
+    /// The directories `layout` names themselves (an observed cgroup's).
+    fn at(layout: &Layout) -> Backend {
+        match layout {
+            Layout::V2 { base } => Backend::V2(v2::Dir {
+                base: base.clone(),
+                path: base.clone(),
+            }),
+            Layout::V1 {
+                memory,
+                cpu,
+                cpuacct,
+                pids,
+                freezer,
+            } => Backend::V1(v1::Dirs {
+                memory: memory.clone(),
+                cpu: cpu.clone(),
+                cpuacct: cpuacct.clone(),
+                pids: pids.clone(),
+                freezer: freezer.clone(),
             }),
         }
     }

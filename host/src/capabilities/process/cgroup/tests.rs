@@ -520,3 +520,23 @@ fn a_v2_process_starts_inside_the_cgroup_and_its_waiter_ends_as_it_ends() {
     assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL));
     assert!(read_pids(&procs).is_empty());
 }
+
+#[test]
+fn another_process_cgroup_is_read_only_when_it_is_the_named_one() {
+    let Some(cgroup) = cgroup("observed", only_pids(16)) else {
+        return;
+    };
+    let mut sleeper = spawn_in(&cgroup, "sleep 30", Stdio::null());
+    let name = format!("test-{}-observed", std::process::id());
+    let observed = ObservedCgroup::of_process(sleeper.id(), &name).unwrap();
+    let usage = observed.usage().unwrap();
+    // The shell and its `sleep` (or the `sleep` alone, where the shell execs it).
+    assert!((1..=2).contains(&usage.pids), "{usage:?}");
+    assert!(usage.cpu_time_ns > 0, "{usage:?}");
+    assert_eq!(usage.oom_kills.unwrap_or(0), 0, "{usage:?}");
+    // The same process read as another's: its cgroup does not carry that name.
+    let error = ObservedCgroup::of_process(sleeper.id(), "some-container-id").unwrap_err();
+    assert!(error.to_string().contains("not in a cgroup of"), "{error}");
+    cgroup.kill_all();
+    let _ = sleeper.wait();
+}
