@@ -7,6 +7,9 @@
 //! are the engine's own costs without the CLI around them. Driven by
 //! `bench/plugin_load.sh`, which builds the components; run by hand with
 //! `cargo bench --workspace --bench plugin_load -- LABEL=FILE.wasm...`.
+//!
+//! It prints a table, then for `bench/run` one `RESULT` line per plugin and step: the
+//! cold compile, the cached load against that cold compile, and instantiate.
 
 use std::time::{Duration, Instant};
 
@@ -211,5 +214,25 @@ fn main() {
             ms(r.load),
             ratio(r.load, base.load),
         );
+    }
+    for r in &rows {
+        let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1e3);
+        let label = r.label.replace(char::is_whitespace, "-");
+        println!(
+            "RESULT plugin-{label}-engine-compile {} - ms -",
+            ms(r.compile)
+        );
+        println!(
+            "RESULT plugin-{label}-engine-cached-load {} {} ms x{:.3}",
+            ms(r.load),
+            ms(r.compile),
+            r.load.as_secs_f64() / r.compile.as_secs_f64()
+        );
+        if let Some(instantiate) = r.instantiate {
+            println!(
+                "RESULT plugin-{label}-engine-instantiate {} - ms -",
+                ms(instantiate)
+            );
+        }
     }
 }
