@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, Linker, ResourceTable, ResourceType};
-use wasmtime::{Config, Engine, Store};
+use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+mod support;
 
 /// Cold compiles per plugin (a Python or JavaScript one takes seconds).
 const COMPILES: usize = 3;
@@ -35,15 +37,6 @@ impl WasiView for State {
             table: &mut self.table,
         }
     }
-}
-
-/// The settings of the host's engine (`runtime::build_engine`) that change compiled code.
-fn engine() -> Engine {
-    let mut config = Config::new();
-    config.epoch_interruption(true);
-    config.wasm_component_model(true);
-    config.max_wasm_stack(1 << 20);
-    Engine::new(&config).expect("engine")
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -186,7 +179,7 @@ fn main() {
         eprintln!("plugin_load: no plugins given (LABEL=FILE.wasm ...); run bench/plugin_load.sh");
         return;
     }
-    let engine = engine();
+    let engine = support::engine();
     let rows: Vec<Row> = plugins
         .iter()
         .map(|(label, path)| measure(&engine, label, path))
