@@ -7,8 +7,9 @@
 # command driver turns each line into an event; each run is checked to have received
 # the whole GiB (result.json's logs.stdout: bytes kept + bytes past the bound).
 #
-# The stream (STREAM): `lines` (default) is text, 100-byte lines as a chatty agent
-# prints them; `zero` is `head -c 1G /dev/zero`, one line with no end.
+# The stream is text, 100-byte lines as a chatty agent prints them (`yes LINE | head
+# -c 1G`). Not `head -c 1G /dev/zero`: the command driver keeps an agent's last line
+# as its summary, and a summary over 1 MiB fails the run (MAX_OUTCOME_TEXT_BYTES).
 #
 #   bench/output_capture.sh [PAIRS]   (default 3; BYTES=1073741824; builds the release
 #                                      binary first, or uses AGENTGATE_BIN when set)
@@ -16,7 +17,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 pairs="${1:-3}"
 bytes="${BYTES:-1073741824}"
-stream="${STREAM:-lines}"
 bin="${AGENTGATE_BIN:-}"
 if [ -z "$bin" ]; then
     cargo build --release -q -p agentgate
@@ -27,13 +27,8 @@ trap 'rm -rf "$work"' EXIT
 export AGENTGATE_HOME="$work/home"
 mkdir -p "$work/ws"
 
-case "$stream" in
-    lines) produce="yes '$(printf 'x%.0s' $(seq 99))' | head -c $bytes" ;;
-    zero) produce="head -c $bytes /dev/zero" ;;
-    *) echo "output_capture.sh: STREAM is lines or zero, not '$stream'" >&2; exit 2 ;;
-esac
 # The agent: the stream on stdout, from the workspace (the same file in every sandbox).
-printf '%s\n' "$produce" >"$work/ws/agent.sh"
+printf "yes '%s' | head -c %d\n" "$(printf 'x%.0s' $(seq 99))" "$bytes" >"$work/ws/agent.sh"
 
 spec() { # provider, network setting, command
     cat <<YAML
@@ -97,9 +92,9 @@ if [ "$bytes" = 1073741824 ]; then size=1GiB; else size="${bytes}B"; fi
 s() { awk -v v="$1" 'BEGIN {printf "%.2f", v / 1e6}'; }
 rate() { awk -v v="$1" -v b="$bytes" 'BEGIN {printf "%.0f", b / 1048576 / (v / 1e6)}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "x%.2f", a / b}'; }
-printf 'pairs: %d; %d bytes (%s), medians\n' "$pairs" "$bytes" "$stream"
+printf 'pairs: %d; %d bytes in 100-byte lines, medians\n' "$pairs" "$bytes"
 printf '%-38s %8s s %6s MiB/s\n' "sh agent.sh | cat > /dev/null" "$(s "$m_raw")" "$(rate "$m_raw")"
 printf '%-38s %8s s %6s MiB/s\n' "agentgate run, provider none" "$(s "$m_none")" "$(rate "$m_none")"
 printf '%-38s %8s s %6s MiB/s\n' "agentgate run, provider subprocess" "$(s "$m_sub")" "$(rate "$m_sub")"
-echo "RESULT output-${size}-${stream}-none $(s "$m_none") $(s "$m_raw") s $(ratio "$m_none" "$m_raw")"
-echo "RESULT output-${size}-${stream}-subprocess $(s "$m_sub") $(s "$m_raw") s $(ratio "$m_sub" "$m_raw")"
+echo "RESULT output-${size}-none $(s "$m_none") $(s "$m_raw") s $(ratio "$m_none" "$m_raw")"
+echo "RESULT output-${size}-subprocess $(s "$m_sub") $(s "$m_raw") s $(ratio "$m_sub" "$m_raw")"
