@@ -88,7 +88,13 @@ for _ in $(seq "$pairs"); do
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 m_raw=$(median "${raw[@]}") m_none=$(median "${none[@]}") m_sub=$(median "${sub[@]}")
-if [ "$bytes" = 1073741824 ]; then size=1GiB; else size="${bytes}B"; fi
+if [ "$bytes" = 1073741824 ]; then
+    size=1GiB
+elif [ $((bytes % 1048576)) = 0 ]; then
+    size="$((bytes / 1048576))MiB"
+else
+    size="${bytes}B"
+fi
 s() { awk -v v="$1" 'BEGIN {printf "%.2f", v / 1e6}'; }
 rate() { awk -v v="$1" -v b="$bytes" 'BEGIN {printf "%.0f", b / 1048576 / (v / 1e6)}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "x%.2f", a / b}'; }
