@@ -90,7 +90,12 @@ fn main() {
 
     let after = agentgate::changeset::Snapshot::take_after(&workspace, &before).unwrap();
     // The edit, the new file, the deletion, the rename's two sides and the ignored file.
-    assert_eq!(before.changes(&after).len(), 6, "{:?}", before.changes(&after));
+    assert_eq!(
+        before.changes(&after).len(),
+        6,
+        "{:?}",
+        before.changes(&after)
+    );
 
     let (mut status, mut collect, mut take, mut snapshot, mut snapshot_collect) =
         (vec![], vec![], vec![], vec![], vec![]);
