@@ -5,11 +5,15 @@
 //! Before measuring, an "agent" edits, adds, deletes and renames a few files. Each
 //! round times, alternating so machine noise hits all alike:
 //! - `git status --porcelain` (the raw baseline: one look at what differs),
-//! - our collect step (`GitBaseline::changes`, what a run does after the agent),
-//! - our baseline step (`GitBaseline::take`, what a run does before the agent),
-//! - the snapshot comparison used for workspaces that are not repositories.
+//! - git mode, what a run does for a repository: the baseline before the agent
+//!   (`GitBaseline::take`) and the collect step after it (`GitBaseline::changes`),
+//! - snapshot mode, what a run does for any other workspace (`.git` is skipped): the
+//!   snapshot before the agent (`Snapshot::take`, every file hashed) and the collect
+//!   step after it (`Snapshot::take_after`, which hashes again only files whose stat
+//!   changed, then `Snapshot::changes`).
 //!
-//! It prints the medians and the ratios against `git status`.
+//! It prints the medians and the ratios against `git status`, then one
+//! `RESULT <row> <ours> <git status> ms <ratio>` line per step for `bench/run`.
 
 use std::path::Path;
 use std::process::Command;
@@ -73,6 +77,7 @@ fn main() {
     let baseline = GitBaseline::take(&workspace)
         .unwrap()
         .expect("a repository");
+    let before = agentgate::changeset::Snapshot::take(&workspace).unwrap();
     // The agent's work.
     std::fs::write(root.join("d001/f1.txt"), "edited\n").unwrap();
     std::fs::write(root.join("d002/new.txt"), "new\n").unwrap();
@@ -83,7 +88,17 @@ fn main() {
     assert_eq!(found.files.len(), 4, "{:?}", found.files);
     assert_eq!(found.ignored.len(), 1);
 
-    let (mut status, mut collect, mut take, mut snapshot) = (vec![], vec![], vec![], vec![]);
+    let after = agentgate::changeset::Snapshot::take_after(&workspace, &before).unwrap();
+    // The edit, the new file, the deletion, the rename's two sides and the ignored file.
+    assert_eq!(
+        before.changes(&after).len(),
+        6,
+        "{:?}",
+        before.changes(&after)
+    );
+
+    let (mut status, mut collect, mut take, mut snapshot, mut snapshot_collect) =
+        (vec![], vec![], vec![], vec![], vec![]);
     for _ in 0..rounds {
         let t = Instant::now();
         let out = Command::new("git")
@@ -106,12 +121,19 @@ fn main() {
         let t = Instant::now();
         agentgate::changeset::Snapshot::take(&workspace).unwrap();
         snapshot.push(t.elapsed());
+
+        let t = Instant::now();
+        let after = agentgate::changeset::Snapshot::take_after(&workspace, &before).unwrap();
+        let changes = before.changes(&after);
+        snapshot_collect.push(t.elapsed());
+        assert_eq!(changes.len(), 6);
     }
-    let (status, collect, take, snapshot) = (
+    let (status, collect, take, snapshot, snapshot_collect) = (
         median(status),
         median(collect),
         median(take),
         median(snapshot),
+        median(snapshot_collect),
     );
     let ratio = |d: Duration| d.as_secs_f64() / status.as_secs_f64();
     println!("change detection on {files} files, {rounds} rounds, medians:");
@@ -130,8 +152,30 @@ fn main() {
         ratio(take)
     );
     println!(
-        "  snapshot (non-git workspaces) {:>8.1} ms   ratio {:.2}x",
+        "  snapshot before the agent     {:>8.1} ms   ratio {:.2}x",
         snapshot.as_secs_f64() * 1e3,
         ratio(snapshot)
     );
+    println!(
+        "  snapshot, collect after it    {:>8.1} ms   ratio {:.2}x",
+        snapshot_collect.as_secs_f64() * 1e3,
+        ratio(snapshot_collect)
+    );
+    let size = match files {
+        n if n % 1000 == 0 => format!("{}k", n / 1000),
+        n => n.to_string(),
+    };
+    for (row, took) in [
+        ("git-collect", collect),
+        ("git-baseline", take),
+        ("snapshot-collect", snapshot_collect),
+        ("snapshot-baseline", snapshot),
+    ] {
+        println!(
+            "RESULT changes-{size}-{row} {:.1} {:.1} ms x{:.2}",
+            took.as_secs_f64() * 1e3,
+            status.as_secs_f64() * 1e3,
+            ratio(took)
+        );
+    }
 }

@@ -7,13 +7,18 @@
 //! are the engine's own costs without the CLI around them. Driven by
 //! `bench/plugin_load.sh`, which builds the components; run by hand with
 //! `cargo bench --workspace --bench plugin_load -- LABEL=FILE.wasm...`.
+//!
+//! It prints a table, then for `bench/run` one `RESULT` line per plugin and step: the
+//! cold compile, the cached load against that cold compile, and instantiate.
 
 use std::time::{Duration, Instant};
 
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, Linker, ResourceTable, ResourceType};
-use wasmtime::{Config, Engine, Store};
+use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+mod support;
 
 /// Cold compiles per plugin (a Python or JavaScript one takes seconds).
 const COMPILES: usize = 3;
@@ -32,15 +37,6 @@ impl WasiView for State {
             table: &mut self.table,
         }
     }
-}
-
-/// The settings of the host's engine (`runtime::build_engine`) that change compiled code.
-fn engine() -> Engine {
-    let mut config = Config::new();
-    config.epoch_interruption(true);
-    config.wasm_component_model(true);
-    config.max_wasm_stack(1 << 20);
-    Engine::new(&config).expect("engine")
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -183,7 +179,7 @@ fn main() {
         eprintln!("plugin_load: no plugins given (LABEL=FILE.wasm ...); run bench/plugin_load.sh");
         return;
     }
-    let engine = engine();
+    let engine = support::engine();
     let rows: Vec<Row> = plugins
         .iter()
         .map(|(label, path)| measure(&engine, label, path))
@@ -211,5 +207,25 @@ fn main() {
             ms(r.load),
             ratio(r.load, base.load),
         );
+    }
+    for r in &rows {
+        let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1e3);
+        let label = r.label.replace(char::is_whitespace, "-");
+        println!(
+            "RESULT plugin-{label}-engine-compile {} - ms -",
+            ms(r.compile)
+        );
+        println!(
+            "RESULT plugin-{label}-engine-cached-load {} {} ms x{:.3}",
+            ms(r.load),
+            ms(r.compile),
+            r.load.as_secs_f64() / r.compile.as_secs_f64()
+        );
+        if let Some(instantiate) = r.instantiate {
+            println!(
+                "RESULT plugin-{label}-engine-instantiate {} - ms -",
+                ms(instantiate)
+            );
+        }
     }
 }
