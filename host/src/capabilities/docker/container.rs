@@ -216,7 +216,7 @@ impl Container {
             return None;
         }
         let mut cgroup = self.cgroup.lock().unwrap();
-        if !cgroup.as_ref().is_some_and(|(of, _)| *of == pid) {
+        if cgroup.as_ref().is_none_or(|(of, _)| *of != pid) {
             *cgroup = ObservedCgroup::of_process(pid, &self.id)
                 .ok()
                 .map(|found| (pid, found));
