@@ -1,13 +1,10 @@
 //! What the benchmarks share: an engine compiled like the host's.
 
-use wasmtime::{Config, Engine};
+use wasmtime::Engine;
 
-/// An engine with the settings of the host's (`runtime::build_engine`) that change
-/// compiled code, so what is measured is what the host compiles and loads.
+/// An engine with the host's own configuration (`runtime::engine_config`, the one the
+/// runtime and the build-time precompiler use), so what is measured is what the host
+/// compiles and loads.
 pub fn engine() -> Engine {
-    let mut config = Config::new();
-    config.epoch_interruption(true);
-    config.wasm_component_model(true);
-    config.max_wasm_stack(1 << 20);
-    Engine::new(&config).expect("engine")
+    Engine::new(&agentgate::runtime::engine_config()).expect("engine")
 }

@@ -35,6 +35,7 @@ use wasmtime::Engine;
 pub use crate::capabilities::http::{BadHost, HostAllowlist, HttpLimits};
 pub use crate::capabilities::Capability;
 pub use catalog::{Catalog, Installed, LoadedPlugin, PluginOrigin};
+pub use engine_config::engine_config;
 pub use grants::Grants;
 pub use instance::PluginError;
 pub use limits::PluginLimits;
