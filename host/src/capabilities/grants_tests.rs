@@ -567,12 +567,19 @@ fn the_operators_kubernetes_clusters_are_read_and_what_is_never_allowed_refused(
         "{guarded:?}"
     );
 
-    std::fs::write(&path, "kubernetes:\n  clusters:\n    - context: c\n      hostPaths: true\n").unwrap();
+    std::fs::write(
+        &path,
+        "kubernetes:\n  clusters:\n    - context: c\n      hostPaths: true\n",
+    )
+    .unwrap();
     let text = Grants::from_file(&path).unwrap_err().to_string();
     assert!(text.contains("never mounts a host path"), "{text}");
     std::fs::write(&path, "kubernetes:\n  cluster: []\n").unwrap();
     let text = Grants::from_file(&path).unwrap_err().to_string();
-    assert!(text.contains("unknown field `cluster`") && text.contains("line 2"), "{text}");
+    assert!(
+        text.contains("unknown field `cluster`") && text.contains("line 2"),
+        "{text}"
+    );
 
     // `--grant` items.
     let mut grants = Grants::default();

@@ -287,7 +287,10 @@ mod tests {
         .unwrap();
         assert_eq!(line, Some(&SUPPORTED_LINES[0]));
         for (import, named) in [
-            ("agentgate:kubernetes/cluster@0.2.0", "agentgate:kubernetes@0.2.0"),
+            (
+                "agentgate:kubernetes/cluster@0.2.0",
+                "agentgate:kubernetes@0.2.0",
+            ),
             (
                 "agentgate:kubernetes/cluster",
                 "agentgate:kubernetes without a version",

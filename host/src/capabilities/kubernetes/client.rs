@@ -25,13 +25,9 @@ const REACH_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 pub struct Cluster {
     pub client: Client,
-    /// The API server's URL, for messages.
-    pub server: String,
     pub context: String,
     /// The kubeconfig file it came from; `None`: the usual lookup.
     pub kubeconfig: Option<PathBuf>,
-    /// The context's namespace, else `default`.
-    pub default_namespace: String,
 }
 
 /// The kubeconfig at `path`, or the usual lookup (`$KUBECONFIG`, then
@@ -99,7 +95,6 @@ impl Loaded {
         // call is bounded by [`call`] instead.
         config.read_timeout = None;
         let server = config.cluster_url.to_string();
-        let default_namespace = config.default_namespace.clone();
         let client = Client::try_from(config).map_err(|e| {
             lacking(format!(
                 "no client for the API server at {server} (context {context:?}): {e}"
@@ -125,10 +120,8 @@ impl Loaded {
         }
         Ok(Cluster {
             client,
-            server,
             context,
             kubeconfig,
-            default_namespace,
         })
     }
 }

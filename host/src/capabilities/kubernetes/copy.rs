@@ -46,10 +46,14 @@ fn pod_path(field: &str, pod_dir: &str) -> Result<(), Error> {
 
 /// `host_dir` when it is the run's workspace (`workspace`), else `denied`: a plugin
 /// copies the workspace and nothing else of the host.
-pub fn workspace_only(field: &str, host_dir: &str, workspace: Option<&Path>) -> Result<PathBuf, Error> {
-    let resolved = Path::new(host_dir).canonicalize().map_err(|e| {
-        invalid_spec(field, format!("`{host_dir}` cannot be resolved: {e}"))
-    })?;
+pub fn workspace_only(
+    field: &str,
+    host_dir: &str,
+    workspace: Option<&Path>,
+) -> Result<PathBuf, Error> {
+    let resolved = Path::new(host_dir)
+        .canonicalize()
+        .map_err(|e| invalid_spec(field, format!("`{host_dir}` cannot be resolved: {e}")))?;
     match workspace.and_then(|w| w.canonicalize().ok()) {
         Some(w) if w == resolved => Ok(resolved),
         _ => Err(Error::Denied(format!(
@@ -69,9 +73,17 @@ fn as_transfer(m: Moved) -> Transfer {
 
 /// Runs a tar exec in the pod while `local` moves the archive on a blocking thread;
 /// fails with the exec's stderr when tar did.
-async fn with_tar<F>(target: &Target, script: &str, pod_dir: &str, writes_stdin: bool, local: F) -> Result<Transfer, Error>
+async fn with_tar<F>(
+    target: &Target,
+    script: &str,
+    pod_dir: &str,
+    writes_stdin: bool,
+    local: F,
+) -> Result<Transfer, Error>
 where
-    F: FnOnce(&mut kube::api::AttachedProcess) -> Result<tokio::task::JoinHandle<Result<Moved, String>>, Error>,
+    F: FnOnce(
+        &mut kube::api::AttachedProcess,
+    ) -> Result<tokio::task::JoinHandle<Result<Moved, String>>, Error>,
 {
     let argv = ["/bin/sh", "-c", script, "agentgate-copy", pod_dir]
         .map(String::from)
@@ -120,7 +132,12 @@ where
 }
 
 /// Copies the workspace `host_dir` into `pod_dir`.
-pub async fn copy_in(target: &Target, host_dir: PathBuf, pod_dir: &str, bounds: Bounds) -> Result<Transfer, Error> {
+pub async fn copy_in(
+    target: &Target,
+    host_dir: PathBuf,
+    pod_dir: &str,
+    bounds: Bounds,
+) -> Result<Transfer, Error> {
     pod_path("pod-dir", pod_dir)?;
     with_tar(target, EXTRACT, pod_dir, true, move |attached| {
         let stdin = attached
@@ -138,7 +155,12 @@ pub async fn copy_in(target: &Target, host_dir: PathBuf, pod_dir: &str, bounds: 
 }
 
 /// Makes the workspace `host_dir` equal to `pod_dir`.
-pub async fn copy_out(target: &Target, pod_dir: &str, host_dir: PathBuf, bounds: Bounds) -> Result<Transfer, Error> {
+pub async fn copy_out(
+    target: &Target,
+    pod_dir: &str,
+    host_dir: PathBuf,
+    bounds: Bounds,
+) -> Result<Transfer, Error> {
     pod_path("pod-dir", pod_dir)?;
     with_tar(target, CREATE, pod_dir, false, move |attached| {
         let stdout = attached

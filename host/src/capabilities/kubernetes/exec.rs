@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod as K8sPod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::api::{AttachParams, AttachedProcess};
-use kube::core::response::{Status, StatusSummary};
 use kube::Api;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -78,7 +78,11 @@ pub struct Target {
 }
 
 impl Target {
-    pub(super) async fn attach(&self, argv: Vec<String>, stdin: bool) -> Result<AttachedProcess, Error> {
+    pub(super) async fn attach(
+        &self,
+        argv: Vec<String>,
+        stdin: bool,
+    ) -> Result<AttachedProcess, Error> {
         let params = AttachParams {
             container: Some(CONTAINER.into()),
             stdin,
@@ -87,8 +91,11 @@ impl Target {
             tty: false,
             ..Default::default()
         };
-        client::checked("starting a command in the pod", self.api.exec(&self.name, argv, &params))
-            .await
+        client::checked(
+            "starting a command in the pod",
+            self.api.exec(&self.name, argv, &params),
+        )
+        .await
     }
 }
 
@@ -101,11 +108,10 @@ fn quoted(value: &str) -> String {
 fn env_block(request: &ExecRequest, marker: &str) -> Result<Vec<u8>, Error> {
     let mut block = String::new();
     for (i, var) in request.env.iter().enumerate() {
-        let valid = var
-            .name
-            .bytes()
-            .enumerate()
-            .all(|(j, b)| b == b'_' || b.is_ascii_alphabetic() || (j > 0 && b.is_ascii_digit()));
+        let valid =
+            var.name.bytes().enumerate().all(|(j, b)| {
+                b == b'_' || b.is_ascii_alphabetic() || (j > 0 && b.is_ascii_digit())
+            });
         if var.name.is_empty() || !valid {
             return Err(invalid_spec(
                 &format!("env[{i}].name"),
@@ -182,7 +188,12 @@ fn pump(
     let stderr = attached.stderr();
     let status = attached.take_status();
     tokio::spawn(async move {
-        let out = tokio::spawn(forward(stdout, OutputPipe::Stdout, tx.clone(), Some(killer.clone())));
+        let out = tokio::spawn(forward(
+            stdout,
+            OutputPipe::Stdout,
+            tx.clone(),
+            Some(killer.clone()),
+        ));
         let err = tokio::spawn(forward(stderr, OutputPipe::Stderr, tx.clone(), None));
         let streams = async {
             let _ = out.await;
@@ -200,14 +211,18 @@ fn pump(
         if !ended {
             timed_out = true;
             killer.kill_now().await;
-            if tokio::time::timeout(DRAIN_AFTER_KILL, streams.as_mut()).await.is_err() {
+            if tokio::time::timeout(DRAIN_AFTER_KILL, streams.as_mut())
+                .await
+                .is_err()
+            {
                 attached.abort();
             }
         }
         let code = match status {
-            Some(status) if !timed_out => {
-                tokio::time::timeout(DRAIN_AFTER_KILL, status).await.ok().flatten()
-            }
+            Some(status) if !timed_out => tokio::time::timeout(DRAIN_AFTER_KILL, status)
+                .await
+                .ok()
+                .flatten(),
             _ => None,
         };
         let status = if timed_out {
@@ -256,10 +271,9 @@ async fn forward(
                 }
                 Some(end) => {
                     line.extend_from_slice(&data[..end]);
-                    if let (Some(killer), Ok(pid)) = (
-                        &killer,
-                        String::from_utf8_lossy(line).trim().parse::<u32>(),
-                    ) {
+                    if let (Some(killer), Ok(pid)) =
+                        (&killer, String::from_utf8_lossy(line).trim().parse::<u32>())
+                    {
                         killer.pid.store(pid, Ordering::Release);
                     }
                     pid_line = None;
@@ -283,7 +297,7 @@ async fn forward(
 
 /// The exit code the API server reported.
 pub(super) fn exit_code(status: &Status) -> Option<i32> {
-    if status.status == Some(StatusSummary::Success) {
+    if status.status.as_deref() == Some("Success") {
         return Some(0);
     }
     status
@@ -291,8 +305,10 @@ pub(super) fn exit_code(status: &Status) -> Option<i32> {
         .as_ref()?
         .causes
         .iter()
-        .find(|c| c.reason == "ExitCode")?
+        .flatten()
+        .find(|c| c.reason.as_deref() == Some("ExitCode"))?
         .message
+        .as_deref()?
         .parse()
         .ok()
 }
@@ -329,9 +345,15 @@ impl Kill for TreeKiller {
 }
 
 async fn kill_tree(target: &Target, pid: u32) -> Result<(), Error> {
-    let argv = ["/bin/sh", "-c", KILL_TREE, "agentgate-kill", &pid.to_string()]
-        .map(String::from)
-        .to_vec();
+    let argv = [
+        "/bin/sh",
+        "-c",
+        KILL_TREE,
+        "agentgate-kill",
+        &pid.to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
     tokio::time::timeout(KILL_TIMEOUT, run(target, argv, None))
         .await
         .map_err(|_| Error::TimedOut("killing a command in the pod".into()))?
@@ -347,7 +369,11 @@ pub struct Captured {
 
 /// Runs `argv` in the pod for the host itself (no preamble), with `stdin` written
 /// then closed, and collects its output.
-pub async fn run(target: &Target, argv: Vec<String>, stdin: Option<Vec<u8>>) -> Result<Captured, Error> {
+pub async fn run(
+    target: &Target,
+    argv: Vec<String>,
+    stdin: Option<Vec<u8>>,
+) -> Result<Captured, Error> {
     let mut attached = target.attach(argv, stdin.is_some()).await?;
     if let (Some(data), Some(mut input)) = (stdin, attached.stdin()) {
         tokio::spawn(async move {
@@ -357,13 +383,14 @@ pub async fn run(target: &Target, argv: Vec<String>, stdin: Option<Vec<u8>>) -> 
     }
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let status = attached.take_status();
+    let (stdout, stderr) = (attached.stdout(), attached.stderr());
     let read_out = async {
-        if let Some(mut r) = attached.stdout() {
+        if let Some(mut r) = stdout {
             let _ = r.read_to_end(&mut out).await;
         }
     };
     let read_err = async {
-        if let Some(mut r) = attached.stderr() {
+        if let Some(mut r) = stderr {
             let _ = r.read_to_end(&mut err).await;
         }
     };
@@ -426,7 +453,11 @@ mod tests {
         let out = through_preamble(
             &[("TOKEN", tricky), ("EMPTY", "")],
             "the command's own stdin\n",
-            &["/bin/sh", "-c", "printf '%s|%s|' \"$TOKEN\" \"$EMPTY\"; cat; pwd"],
+            &[
+                "/bin/sh",
+                "-c",
+                "printf '%s|%s|' \"$TOKEN\" \"$EMPTY\"; cat; pwd",
+            ],
         );
         let (pid, rest) = out.split_once('\n').unwrap();
         assert!(pid.parse::<u32>().is_ok(), "{out:?}");
@@ -449,7 +480,10 @@ mod tests {
             .args(["-c", "sleep 60 & (sleep 60 & wait) & wait"])
             .spawn()
             .unwrap();
-        let mut bystander = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+        let mut bystander = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
         std::thread::sleep(Duration::from_millis(300));
         let status = std::process::Command::new("/bin/sh")
             .args(["-c", KILL_TREE, "agentgate-kill", &tree.id().to_string()])
@@ -461,7 +495,10 @@ mod tests {
             std::os::unix::process::ExitStatusExt::signal(&ended),
             Some(libc::SIGKILL)
         );
-        assert!(bystander.try_wait().unwrap().is_none(), "a bystander was killed");
+        assert!(
+            bystander.try_wait().unwrap().is_none(),
+            "a bystander was killed"
+        );
         let _ = bystander.kill();
         let _ = bystander.wait();
     }

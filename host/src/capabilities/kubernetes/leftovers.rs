@@ -99,8 +99,10 @@ pub async fn list(
     let mut runs: BTreeMap<(String, String), Leftover> = BTreeMap::new();
     for owner in owners {
         let labels = owner.metadata.labels.clone().unwrap_or_default();
-        let (Some(namespace), Some(run_id)) = (owner.metadata.namespace.clone(), labels.get(LABEL_RUN_ID).cloned())
-        else {
+        let (Some(namespace), Some(run_id)) = (
+            owner.metadata.namespace.clone(),
+            labels.get(LABEL_RUN_ID).cloned(),
+        ) else {
             continue;
         };
         // The label was selected on; checked again so no other home's run slips in.
@@ -155,8 +157,12 @@ mod tests {
         assert_eq!(LeftoverId::decode(&id.encode()).unwrap(), id);
         assert!(LeftoverId::decode("pod-1").is_err());
         let patterns = |p: &[&str]| {
-            Patterns::parse("x", Compared::AS_WRITTEN, &p.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-                .unwrap()
+            Patterns::parse(
+                "x",
+                Compared::AS_WRITTEN,
+                &p.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+            .unwrap()
         };
         let allowed = AllowedCluster {
             context: "agentgate-test".into(),
@@ -167,8 +173,15 @@ mod tests {
             root: false,
         };
         assert!(id.is_of(&allowed));
-        assert!(!LeftoverId { kubeconfig: None, ..id.clone() }.is_of(&allowed));
+        assert!(!LeftoverId {
+            kubeconfig: None,
+            ..id.clone()
+        }
+        .is_of(&allowed));
         assert_eq!(literal(&allowed.namespaces), ["team"]);
-        assert_eq!(owners_of("h1"), "io.agentgate.role=owner,io.agentgate.home=h1");
+        assert_eq!(
+            owners_of("h1"),
+            "io.agentgate.role=owner,io.agentgate.home=h1"
+        );
     }
 }

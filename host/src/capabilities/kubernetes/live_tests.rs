@@ -29,7 +29,8 @@ fn cluster_under_test() -> Option<(PathBuf, String)> {
     match std::env::var_os("AGENTGATE_TEST_KUBECONFIG") {
         Some(path) => Some((
             PathBuf::from(path),
-            std::env::var("AGENTGATE_TEST_IMAGE").unwrap_or_else(|_| "agentgate.test/busybox:1".into()),
+            std::env::var("AGENTGATE_TEST_IMAGE")
+                .unwrap_or_else(|_| "agentgate.test/busybox:1".into()),
         )),
         None if std::env::var("CI").as_deref() == Ok("true") => {
             panic!("AGENTGATE_TEST_KUBECONFIG is not set: start the cluster (tests/kubernetes/cluster.sh up) and export what it prints")
@@ -92,12 +93,17 @@ async fn place(kubeconfig: &std::path::Path, marks: &RunMarks) -> Placement {
     Placement {
         cluster,
         namespace: "default".into(),
-        names: Names::new(&marks.run_id, &uuid::Uuid::new_v4().simple().to_string()[..6]),
+        names: Names::new(
+            &marks.run_id,
+            &uuid::Uuid::new_v4().simple().to_string()[..6],
+        ),
     }
 }
 
 /// Everything an execution printed, by pipe, and how it ended.
-async fn collect(mut execution: crate::capabilities::execution::Execution) -> (String, String, ExitStatus) {
+async fn collect(
+    mut execution: crate::capabilities::execution::Execution,
+) -> (String, String, ExitStatus) {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     loop {
         match execution.read(Duration::from_secs(60)).await {
@@ -143,7 +149,10 @@ async fn an_unreachable_api_server_is_unavailable_naming_it() {
     };
     assert!(message.contains("https://127.0.0.1:1"), "{message}");
     assert!(message.contains("nothing was created"), "{message}");
-    assert!(message.contains("kubectl --context gone version"), "{message}");
+    assert!(
+        message.contains("kubectl --context gone version"),
+        "{message}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -154,9 +163,16 @@ async fn a_pod_runs_commands_keeps_its_secret_and_is_deleted_whole() {
     let marks = marks();
     let place = place(&kubeconfig, &marks).await;
     let events = Arc::new(EventSink::discard());
-    pod::create(&place, &marks, &request(&image), DEFAULT_UID, &events, "test")
-        .await
-        .unwrap();
+    pod::create(
+        &place,
+        &marks,
+        &request(&image),
+        DEFAULT_UID,
+        &events,
+        "test",
+    )
+    .await
+    .unwrap();
     let target = Target {
         api: place.pods(),
         name: place.names.base.clone(),
@@ -165,7 +181,11 @@ async fn a_pod_runs_commands_keeps_its_secret_and_is_deleted_whole() {
 
     // The environment (the Secret's and the exec's own) reaches the command; the
     // exit code and both pipes come back.
-    let mut run = command(&["/bin/sh", "-c", "echo \"$TOKEN|$EXTRA|$(pwd)|$(id -u)\"; echo oops >&2; exit 3"]);
+    let mut run = command(&[
+        "/bin/sh",
+        "-c",
+        "echo \"$TOKEN|$EXTRA|$(pwd)|$(id -u)\"; echo oops >&2; exit 3",
+    ]);
     run.env.push(EnvVar {
         name: "EXTRA".into(),
         value: "it's \"quoted\"".into(),
@@ -188,14 +208,23 @@ async fn a_pod_runs_commands_keeps_its_secret_and_is_deleted_whole() {
     let count = "n=0; for f in /proc/[0-9]*/cmdline; do case \"$(tr '\\0' ' ' < $f 2>/dev/null)\" in 'sleep 30'[12]*) n=$((n+1));; esac; done; echo $n";
     let mut left = String::new();
     for _ in 0..20 {
-        let (out, _, _) = collect(exec::start(&target, command(&["/bin/sh", "-c", count]), "e3".into()).await.unwrap()).await;
+        let (out, _, _) = collect(
+            exec::start(&target, command(&["/bin/sh", "-c", count]), "e3".into())
+                .await
+                .unwrap(),
+        )
+        .await;
         left = out;
         if left.trim() == "0" {
             break;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    assert_eq!(left.trim(), "0", "processes of the timed-out command survived");
+    assert_eq!(
+        left.trim(),
+        "0",
+        "processes of the timed-out command survived"
+    );
 
     // Usage is read from inside the pod.
     let usage = super::stats::read(&target, &super::stats::CpuClock::default(), false)
@@ -217,21 +246,42 @@ async fn a_pod_runs_commands_keeps_its_secret_and_is_deleted_whole() {
         namespaces: Patterns::Any,
         images: Patterns::Any,
     };
-    let found = leftovers::list(&place.cluster, &allowed, &any, &marks.home).await.unwrap();
+    let found = leftovers::list(&place.cluster, &allowed, &any, &marks.home)
+        .await
+        .unwrap();
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0]
         .labels
         .iter()
         .any(|l| l.key == "io.agentgate.run-id" && l.value == marks.run_id));
-    let other = leftovers::list(&place.cluster, &allowed, &any, &digest("another home")).await.unwrap();
-    assert!(other.iter().all(|l| !l.id.contains(&marks.run_id)), "{other:?}");
+    let other = leftovers::list(&place.cluster, &allowed, &any, &digest("another home"))
+        .await
+        .unwrap();
+    assert!(
+        other.iter().all(|l| !l.id.contains(&marks.run_id)),
+        "{other:?}"
+    );
     // Another home's reap of this run deletes nothing.
     let id = leftovers::LeftoverId::decode(&found[0].id).unwrap();
-    leftovers::reap(&place.cluster, &id, &digest("another home")).await.unwrap();
-    assert!(place.pods().get_opt(&place.names.base).await.unwrap().is_some());
+    leftovers::reap(&place.cluster, &id, &digest("another home"))
+        .await
+        .unwrap();
+    assert!(place
+        .pods()
+        .get_opt(&place.names.base)
+        .await
+        .unwrap()
+        .is_some());
 
-    leftovers::reap(&place.cluster, &id, &marks.home).await.unwrap();
-    assert!(place.pods().get_opt(&place.names.base).await.unwrap().is_none());
+    leftovers::reap(&place.cluster, &id, &marks.home)
+        .await
+        .unwrap();
+    assert!(place
+        .pods()
+        .get_opt(&place.names.base)
+        .await
+        .unwrap()
+        .is_none());
     let client = place.cluster.client.clone();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     assert!(secrets.get_opt(&place.names.base).await.unwrap().is_none());
@@ -260,7 +310,10 @@ async fn a_pod_that_cannot_start_is_reported_and_leaves_nothing() {
         panic!("{result:?}")
     };
     assert!(message.contains("agentgate.test/absent:1"), "{message}");
-    assert!(message.contains("Err") || message.contains("BackOff"), "{message}");
+    assert!(
+        message.contains("Err") || message.contains("BackOff"),
+        "{message}"
+    );
     let pods: Api<K8sPod> = place.pods();
     let selector = format!("io.agentgate.run-id={}", marks.run_id);
     let left = pods

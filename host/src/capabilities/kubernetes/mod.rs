@@ -87,7 +87,7 @@ impl PluginState {
     /// The allowed cluster `target` names, and its configuration read (the cluster not
     /// contacted yet).
     async fn allowed_cluster(
-        &self,
+        &mut self,
         call: &'static str,
         target: &Target,
     ) -> Result<(AllowedCluster, client::Loaded), Error> {
@@ -202,7 +202,7 @@ impl PluginState {
 
     /// Every allowed cluster of this plugin, connected; one that cannot be reached
     /// fails the listing (gc reports it and keeps the run's record).
-    async fn leftovers_checked(&self) -> Result<Vec<Leftover>, Error> {
+    async fn leftovers_checked(&mut self) -> Result<Vec<Leftover>, Error> {
         let home = home::label()?;
         let scope = self.kubernetes_scope();
         let mut found = Vec::new();
@@ -219,23 +219,19 @@ impl PluginState {
         Ok(found)
     }
 
-    async fn reap_checked(&self, id: &str) -> Result<(), Error> {
+    async fn reap_checked(&mut self, id: &str) -> Result<(), Error> {
         let id = leftovers::LeftoverId::decode(id)?;
         let home = home::label()?;
         let grant = self.kubernetes_grant();
         let plugin = self.plugin.clone();
-        let allowed = grant
-            .clusters
-            .iter()
-            .find(|c| id.is_of(c))
-            .ok_or_else(|| {
-                self.scope_denied(grant.no_cluster(
-                    &plugin,
-                    REAP,
-                    format!("context {:?}", id.context),
-                    &id.context,
-                ))
-            })?;
+        let allowed = grant.clusters.iter().find(|c| id.is_of(c)).ok_or_else(|| {
+            self.scope_denied(grant.no_cluster(
+                &plugin,
+                REAP,
+                format!("context {:?}", id.context),
+                &id.context,
+            ))
+        })?;
         allowed
             .check_namespace(&plugin, REAP, &id.namespace)
             .and_then(|()| {
@@ -306,8 +302,9 @@ impl HostPod for PluginState {
     ) -> wasmtime::Result<Result<Transfer, Error>> {
         self.run.ensure_active()?;
         let pod = self.table.get(&this)?.clone();
+        let workspace = self.workspace();
         let result = async {
-            let host = copy::workspace_only("host-dir", &host_dir, self.workspace().as_deref())?;
+            let host = copy::workspace_only("host-dir", &host_dir, workspace.as_deref())?;
             copy::copy_in(&pod.target, host, &pod_dir, copy::bounds(pod.disk_bytes)).await
         };
         Ok(result.await)
@@ -321,8 +318,9 @@ impl HostPod for PluginState {
     ) -> wasmtime::Result<Result<Transfer, Error>> {
         self.run.ensure_active()?;
         let pod = self.table.get(&this)?.clone();
+        let workspace = self.workspace();
         let result = async {
-            let host = copy::workspace_only("host-dir", &host_dir, self.workspace().as_deref())?;
+            let host = copy::workspace_only("host-dir", &host_dir, workspace.as_deref())?;
             copy::copy_out(&pod.target, &pod_dir, host, copy::bounds(pod.disk_bytes)).await
         };
         Ok(result.await)

@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMap, Container, EmptyDirVolumeSource, EnvFromSource, Pod, PodSecurityContext,
-    PodSpec, ResourceRequirements, SeccompProfile, Secret, SecretEnvSource, SecurityContext,
-    Toleration, Volume, VolumeMount,
+    Capabilities, ConfigMap, Container, EmptyDirVolumeSource, EnvFromSource, Pod,
+    PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile, Secret, SecretEnvSource,
+    SecurityContext, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicySpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -151,7 +151,10 @@ pub fn labels(
         if name.is_empty() || !is_label_value(name) || label.key.len() > 253 + 1 + 63 {
             return Err(invalid_spec(
                 &format!("labels[{i}].key"),
-                format!("{:?} is not a label key ([prefix/]name, name: 63 alphanumerics, -, _ or .)", label.key),
+                format!(
+                    "{:?} is not a label key ([prefix/]name, name: 63 alphanumerics, -, _ or .)",
+                    label.key
+                ),
             ));
         }
         if !is_label_value(&label.value) {
@@ -308,7 +311,10 @@ pub fn pod(
     if !request.workdir.starts_with('/') || request.workdir.split('/').any(|c| c == "..") {
         return Err(invalid_spec(
             "workdir",
-            format!("`{}` must be an absolute path without `..`", request.workdir),
+            format!(
+                "`{}` must be an absolute path without `..`",
+                request.workdir
+            ),
         ));
     }
     if matches!(request.network, NetworkMode::Host) {
@@ -329,7 +335,10 @@ pub fn pod(
     let mut limits = BTreeMap::new();
     if let Some(m) = r.cpu_millicores {
         if m == 0 {
-            return Err(invalid_spec("resources.cpu-millicores", "must be more than 0"));
+            return Err(invalid_spec(
+                "resources.cpu-millicores",
+                "must be more than 0",
+            ));
         }
         limits.insert("cpu".to_string(), Quantity(format!("{m}m")));
     }
@@ -444,7 +453,9 @@ pub fn pod(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::bindings::kubernetes_v0_1_0::cluster::{Target, Toleration as WitToleration};
+    use crate::runtime::bindings::kubernetes_v0_1_0::cluster::{
+        Target, Toleration as WitToleration,
+    };
     use crate::runtime::bindings::types::{EnvVar, Resources};
 
     fn marks() -> RunMarks {
@@ -505,7 +516,15 @@ mod tests {
     fn built(request: &PodRequest) -> Result<Pod, Error> {
         let names = Names::new(&marks().run_id, "x1");
         let labels = labels(&marks(), &names, &request.labels)?;
-        pod(&names, "agentgate-1", &labels, &marks(), &owner_ref(), request, DEFAULT_UID)
+        pod(
+            &names,
+            "agentgate-1",
+            &labels,
+            &marks(),
+            &owner_ref(),
+            request,
+            DEFAULT_UID,
+        )
     }
 
     #[test]
@@ -536,7 +555,10 @@ mod tests {
             Some(Quantity((1u64 << 30).to_string()))
         );
         assert_eq!(c.working_dir.as_deref(), Some("/workspace"));
-        assert_eq!(spec.tolerations.unwrap()[0].key.as_deref(), Some("dedicated"));
+        assert_eq!(
+            spec.tolerations.unwrap()[0].key.as_deref(),
+            Some("dedicated")
+        );
     }
 
     #[test]
@@ -550,10 +572,22 @@ mod tests {
         assert!(c.env.is_none());
         let names = Names::new(&marks().run_id, "x1");
         assert_eq!(
-            c.env_from.as_ref().unwrap()[0].secret_ref.as_ref().unwrap().name,
+            c.env_from.as_ref().unwrap()[0]
+                .secret_ref
+                .as_ref()
+                .unwrap()
+                .name,
             names.base
         );
-        let secret = secret(&names, "ns", &BTreeMap::new(), &marks(), &owner_ref(), &request).unwrap();
+        let secret = secret(
+            &names,
+            "ns",
+            &BTreeMap::new(),
+            &marks(),
+            &owner_ref(),
+            &request,
+        )
+        .unwrap();
         assert_eq!(
             secret.data.unwrap()["API_TOKEN"],
             ByteString(b"s3cr3t-value".to_vec())
@@ -575,7 +609,10 @@ mod tests {
         let limits = resources.limits.unwrap();
         assert_eq!(limits["cpu"], Quantity("500m".into()));
         assert_eq!(limits["memory"], Quantity((64u64 << 20).to_string()));
-        assert_eq!(limits["ephemeral-storage"], Quantity((1u64 << 30).to_string()));
+        assert_eq!(
+            limits["ephemeral-storage"],
+            Quantity((1u64 << 30).to_string())
+        );
         // 90.5 s rounds up to 91, plus the grace for cleanup.
         assert_eq!(
             spec.active_deadline_seconds,

@@ -121,17 +121,27 @@ async fn make(
 
     let post = PostParams::default();
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let owner = client::checked("creating the run's owner ConfigMap", configmaps.create(&post, &owner))
-        .await?;
+    let owner = client::checked(
+        "creating the run's owner ConfigMap",
+        configmaps.create(&post, &owner),
+    )
+    .await?;
     let owner = objects::owner_reference(&owner)?;
     let secret = objects::secret(names, ns, labels, marks, &owner, request)?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    client::checked("creating the environment's Secret", secrets.create(&post, &secret)).await?;
+    client::checked(
+        "creating the environment's Secret",
+        secrets.create(&post, &secret),
+    )
+    .await?;
     if matches!(request.network, NetworkMode::None) {
         let policy = objects::network_policy(names, ns, labels, marks, &owner);
         let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), ns);
-        client::checked("creating the NetworkPolicy of `network: none`", policies.create(&post, &policy))
-            .await?;
+        client::checked(
+            "creating the NetworkPolicy of `network: none`",
+            policies.create(&post, &policy),
+        )
+        .await?;
     }
     let pod = objects::pod(names, ns, labels, marks, &owner, request, uid)?;
     client::checked("creating the pod", place.pods().create(&post, &pod)).await?;
@@ -237,7 +247,10 @@ impl Starting {
             return Starting::Waiting(match scheduled.filter(|c| c.status == "True") {
                 Some(_) => format!(
                     "scheduled on {}",
-                    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("a node")
+                    pod.spec
+                        .as_ref()
+                        .and_then(|s| s.node_name.as_deref())
+                        .unwrap_or("a node")
                 ),
                 None => "waiting to be scheduled".into(),
             });
@@ -322,7 +335,11 @@ pub async fn delete(place: &Placement, home: &str) -> Result<(), Error> {
 /// Deletes every object matching `selector` in `namespace`: the pods first (at once,
 /// no grace), the rest directly rather than through the garbage collector, the owner
 /// last; then waits until no pod is left.
-pub async fn delete_labelled(cluster: &Cluster, namespace: &str, selector: &str) -> Result<(), Error> {
+pub async fn delete_labelled(
+    cluster: &Cluster,
+    namespace: &str,
+    selector: &str,
+) -> Result<(), Error> {
     let client = &cluster.client;
     let now = DeleteParams {
         grace_period_seconds: Some(0),
@@ -331,20 +348,35 @@ pub async fn delete_labelled(cluster: &Cluster, namespace: &str, selector: &str)
     };
     let list = ListParams::default().labels(selector);
     let pods: Api<K8sPod> = Api::namespaced(client.clone(), namespace);
-    gone(client::call("deleting the pods", pods.delete_collection(&now, &list)).await?, "deleting the pods")?;
+    gone(
+        client::call("deleting the pods", pods.delete_collection(&now, &list)).await?,
+        "deleting the pods",
+    )?;
     let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), namespace);
     gone(
-        client::call("deleting the NetworkPolicies", policies.delete_collection(&now, &list)).await?,
+        client::call(
+            "deleting the NetworkPolicies",
+            policies.delete_collection(&now, &list),
+        )
+        .await?,
         "deleting the NetworkPolicies",
     )?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     gone(
-        client::call("deleting the Secrets", secrets.delete_collection(&now, &list)).await?,
+        client::call(
+            "deleting the Secrets",
+            secrets.delete_collection(&now, &list),
+        )
+        .await?,
         "deleting the Secrets",
     )?;
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     gone(
-        client::call("deleting the owner ConfigMaps", configmaps.delete_collection(&now, &list)).await?,
+        client::call(
+            "deleting the owner ConfigMaps",
+            configmaps.delete_collection(&now, &list),
+        )
+        .await?,
         "deleting the owner ConfigMaps",
     )?;
     let deadline = Instant::now() + GONE_TIMEOUT;
@@ -354,7 +386,11 @@ pub async fn delete_labelled(cluster: &Cluster, namespace: &str, selector: &str)
             return Ok(());
         }
         if Instant::now() >= deadline {
-            let names: Vec<_> = left.items.iter().filter_map(|p| p.metadata.name.clone()).collect();
+            let names: Vec<_> = left
+                .items
+                .iter()
+                .filter_map(|p| p.metadata.name.clone())
+                .collect();
             return Err(Error::TimedOut(format!(
                 "pods {} in namespace {namespace} were still there {}s after their deletion",
                 names.join(", "),
@@ -394,21 +430,29 @@ mod tests {
         let Starting::Failed(why) = Starting::of(&never) else {
             panic!("{:?}", Starting::of(&never))
         };
-        assert!(why.contains("ErrImageNeverPull") && why.contains("agentgate.test/absent:1"), "{why}");
+        assert!(
+            why.contains("ErrImageNeverPull") && why.contains("agentgate.test/absent:1"),
+            "{why}"
+        );
         let unschedulable = pod(serde_json::json!({
             "status": {"phase": "Pending", "conditions": [{
                 "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                 "message": "0/1 nodes are available: 1 Insufficient memory."
             }]}
         }));
-        assert!(matches!(Starting::of(&unschedulable), Starting::Failed(w) if w.contains("Insufficient memory")));
+        assert!(
+            matches!(Starting::of(&unschedulable), Starting::Failed(w) if w.contains("Insufficient memory"))
+        );
         let creating = pod(serde_json::json!({
             "status": {"phase": "Pending", "containerStatuses": [{
                 "name": "main", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
                 "state": {"waiting": {"reason": "ContainerCreating"}}
             }]}
         }));
-        assert_eq!(Starting::of(&creating), Starting::Waiting("ContainerCreating".into()));
+        assert_eq!(
+            Starting::of(&creating),
+            Starting::Waiting("ContainerCreating".into())
+        );
     }
 
     #[test]
@@ -425,6 +469,9 @@ mod tests {
         let deadline = pod(serde_json::json!({
             "status": {"phase": "Failed", "reason": "DeadlineExceeded", "message": "Pod was active too long"}
         }));
-        assert_eq!(status_of(&deadline).reason.as_deref(), Some("DeadlineExceeded"));
+        assert_eq!(
+            status_of(&deadline).reason.as_deref(),
+            Some("DeadlineExceeded")
+        );
     }
 }

@@ -29,9 +29,9 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 use crate::capabilities::scope::{
-    typed_entry, Base, Capability, Compared, FlagItem, Patterns, Scope, ScopeDenial, ScopeError,
-    ScopeShape,
+    typed_entry, Base, Compared, FlagItem, Patterns, Scope, ScopeDenial, ScopeError, ScopeShape,
 };
+use crate::capabilities::Capability;
 use crate::home_path::absolute_host_path;
 
 /// The capability's name, as denials and `grants.yaml` spell it.
@@ -134,12 +134,17 @@ impl KubernetesGrant {
                     .kubeconfig
                     .as_deref()
                     .map(|k| {
-                        absolute_host_path(k, &env).map_err(|m| format!("{}: {k:?} {m}", at("kubeconfig")))
+                        absolute_host_path(k, &env)
+                            .map_err(|m| format!("{}: {k:?} {m}", at("kubeconfig")))
                     })
                     .transpose()?;
                 let patterns = |key: &str, written: &[String]| {
-                    Patterns::parse(&format!("kubernetes.{}", at(key)), Compared::AS_WRITTEN, written)
-                        .map_err(|e| e.to_string())
+                    Patterns::parse(
+                        &format!("kubernetes.{}", at(key)),
+                        Compared::AS_WRITTEN,
+                        written,
+                    )
+                    .map_err(|e| e.to_string())
                 };
                 Ok(AllowedCluster {
                     context: c.context.clone(),
@@ -189,7 +194,10 @@ impl KubernetesGrant {
                 plugin,
                 call,
                 format!("kubeconfig {asked:?}"),
-                format!("kubernetes.clusters[].kubeconfig: {}", self.listed_kubeconfigs()),
+                format!(
+                    "kubernetes.clusters[].kubeconfig: {}",
+                    self.listed_kubeconfigs()
+                ),
                 format!("kubernetes: {{clusters: [{{context: CONTEXT, kubeconfig: {asked:?}}}]}}"),
             ));
         }
@@ -197,7 +205,10 @@ impl KubernetesGrant {
     }
 
     fn listed_kubeconfigs(&self) -> String {
-        let listed: Vec<String> = self.kubeconfigs().map(|p| p.display().to_string()).collect();
+        let listed: Vec<String> = self
+            .kubeconfigs()
+            .map(|p| p.display().to_string())
+            .collect();
         if listed.is_empty() {
             "none".into()
         } else {
@@ -248,7 +259,11 @@ impl AllowedCluster {
             plugin,
             call,
             format!("namespace {namespace:?} of context {:?}", self.context),
-            format!("kubernetes.clusters[{}].namespaces: {}", self.context, self.namespaces.text()),
+            format!(
+                "kubernetes.clusters[{}].namespaces: {}",
+                self.context,
+                self.namespaces.text()
+            ),
             format!(
                 "kubernetes: {{clusters: [{{context: {}, namespaces: [{namespace:?}]}}]}}",
                 self.context
@@ -269,7 +284,11 @@ impl AllowedCluster {
             plugin,
             call,
             format!("image {image:?} on context {:?}", self.context),
-            format!("kubernetes.clusters[{}].images: {}", self.context, self.images.text()),
+            format!(
+                "kubernetes.clusters[{}].images: {}",
+                self.context,
+                self.images.text()
+            ),
             format!(
                 "kubernetes: {{clusters: [{{context: {}, images: [{image:?}]}}]}}",
                 self.context
@@ -292,7 +311,10 @@ impl AllowedCluster {
                  nothing)",
                 self.context
             ),
-            format!("kubernetes.clusters[{}].networkPolicy: not-enforced", self.context),
+            format!(
+                "kubernetes.clusters[{}].networkPolicy: not-enforced",
+                self.context
+            ),
             format!(
                 "kubernetes: {{clusters: [{{context: {}, networkPolicy: enforced}}]}} (only \
                  if the cluster's network plugin enforces NetworkPolicy)",
@@ -315,7 +337,10 @@ impl AllowedCluster {
             call,
             format!("run-as-user 0 (root) on context {:?}", self.context),
             format!("kubernetes.clusters[{}].root: false", self.context),
-            format!("kubernetes: {{clusters: [{{context: {}, root: true}}]}}", self.context),
+            format!(
+                "kubernetes: {{clusters: [{{context: {}, root: true}}]}}",
+                self.context
+            ),
         ))
     }
 }
@@ -381,7 +406,9 @@ impl KubernetesScope {
         image: Option<&str>,
     ) -> Result<(), ScopeDenial> {
         let refuse = |argument: String, allowed: String, key_value: String| {
-            Err(ScopeDenial::new(plugin, NAME, call, argument, allowed, key_value))
+            Err(ScopeDenial::new(
+                plugin, NAME, call, argument, allowed, key_value,
+            ))
         };
         if !self.contexts.allows(context) {
             return refuse(
@@ -500,7 +527,9 @@ clusters:
             .with_kubeconfig("sandbox-kubernetes", "kubernetes.create-pod", None)
             .unwrap_err();
         assert!(
-            denial.allow.starts_with("kubernetes: {clusters: [{context: "),
+            denial
+                .allow
+                .starts_with("kubernetes: {clusters: [{context: "),
             "{}",
             denial.allow
         );
@@ -590,7 +619,9 @@ clusters:
     fn grant_flag_items_fill_the_entry() {
         let mut entry = Value::Null;
         Shape.add_flag_item("namespace=team-*", &mut entry).unwrap();
-        Shape.add_flag_item("image=agentgate.test/*", &mut entry).unwrap();
+        Shape
+            .add_flag_item("image=agentgate.test/*", &mut entry)
+            .unwrap();
         Shape.add_flag_item("context=c", &mut entry).unwrap();
         let e: KubernetesEntry = typed_entry(NAME, &entry).unwrap();
         assert_eq!(e.namespaces.unwrap(), ["team-*"]);

@@ -85,7 +85,11 @@ impl CpuClock {
 
 /// Reads the pod's usage; `oom_killed_status`: the cluster reported the container
 /// `OOMKilled`.
-pub async fn read(target: &Target, clock: &CpuClock, oom_killed_status: bool) -> Result<ResourceUsage, Error> {
+pub async fn read(
+    target: &Target,
+    clock: &CpuClock,
+    oom_killed_status: bool,
+) -> Result<ResourceUsage, Error> {
     let argv = ["/bin/sh", "-c", READ_CGROUP].map(String::from).to_vec();
     let out = exec::run(target, argv, None).await?;
     if out.code != Some(0) {
