@@ -559,7 +559,9 @@ fn the_operators_kubernetes_clusters_are_read_and_what_is_never_allowed_refused(
                "within": "the clusters of the top-level `kubernetes:` section"})
     );
     // The listed kubeconfig is guarded from every TaskSpec mount.
-    let guarded = crate::capabilities::kubernetes::unit::Kubernetes.guarded_paths();
+    let guarded = crate::capabilities::HostCapability::guarded_paths(
+        &crate::capabilities::kubernetes::unit::Kubernetes,
+    );
     assert!(
         guarded
             .iter()
