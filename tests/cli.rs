@@ -132,6 +132,27 @@ fn a_timeout_kills_a_background_grandchild() {
 }
 
 #[test]
+fn an_agent_ending_on_a_line_of_megabytes_succeeds_and_its_summary_is_cut() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    // 3 MiB without a newline: more than a plugin may hold as one line and more than
+    // the host keeps as a summary. The run must still succeed, with a short summary.
+    let agent = shell_agent("head -c 3145728 /dev/zero | tr '\\0' x");
+    let output = home.run_spec(&task_spec(
+        "long-line",
+        "print a long line",
+        &local_subprocess(workspace.path(), false, "2m", &agent),
+    ));
+
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let result = home.result();
+    assert_eq!(result["status"], "succeeded", "{result}");
+    let summary = result["agent"]["summary"].as_str().unwrap();
+    assert!(summary.starts_with("xxxx"), "{summary:.80}");
+    assert!(summary.chars().count() <= 4097, "{} chars", summary.len());
+}
+
+#[test]
 fn a_subprocess_sees_exactly_the_environment_the_spec_gives() {
     let home = Home::new();
     let workspace = tempfile::tempdir().unwrap();

@@ -33,9 +33,7 @@ fn spawn(home: &Home, file: &str, yaml: &str) -> Child {
 
 /// `agentgate sandboxes --all --json`, by run id.
 fn tracked(home: &Home) -> Vec<serde_json::Value> {
-    let output = home.agentgate(&["sandboxes", "--all", "--json"]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    serde_json::from_slice(&output.stdout).unwrap()
+    home.tracked_runs()
 }
 
 fn state_of(home: &Home, run_id: &str) -> String {

@@ -3,6 +3,11 @@
 //! The host delivers output in chunks as it arrives; agents speak in lines (JSONL,
 //! stream-json). [`Lines`] reassembles them per pipe, without losing a final line that
 //! has no newline.
+//!
+//! A line is bounded: the agent may print a gigabyte without a newline, and a plugin's
+//! memory is capped. Past [`MAX_LINE_BYTES`] the bytes so far are handed on as a line
+//! of their own and the rest continues as the next one, so nothing is lost and nothing
+//! grows without bound.
 
 use crate::host::execution::{Execution, Output};
 use crate::host::types::{ExitStatus, OutputPipe};
@@ -16,6 +21,9 @@ pub enum Line {
     Exited(ExitStatus),
 }
 
+/// The longest line [`LineSplitter`] holds before handing it on in pieces.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
 /// Splits byte chunks into lines, one buffer per pipe. Independent of the host, so it
 /// is unit-tested natively.
 #[derive(Default)]
@@ -25,19 +33,31 @@ pub struct LineSplitter {
 }
 
 impl LineSplitter {
-    /// Feeds a chunk; returns the lines it completed.
+    /// Feeds a chunk; returns the lines it completed, and the pieces of a line that
+    /// grew past [`MAX_LINE_BYTES`].
     pub fn push(&mut self, pipe: OutputPipe, data: &[u8]) -> Vec<String> {
         let buf = self.buffer(pipe);
-        buf.extend_from_slice(data);
         let mut lines = Vec::new();
-        while let Some(pos) = buf.iter().position(|&b| b == b'\n') {
-            let rest = buf.split_off(pos + 1);
-            let mut line = std::mem::replace(buf, rest);
-            line.pop();
-            if line.last() == Some(&b'\r') {
-                line.pop();
+        // Only the new bytes are searched: a long line fed in many chunks costs linear
+        // time, not quadratic.
+        for piece in data.split_inclusive(|&b| b == b'\n') {
+            buf.extend_from_slice(piece);
+            let ended = buf.last() == Some(&b'\n');
+            if ended {
+                buf.pop();
+                if buf.last() == Some(&b'\r') {
+                    buf.pop();
+                }
             }
-            lines.push(String::from_utf8_lossy(&line).into_owned());
+            while buf.len() > MAX_LINE_BYTES {
+                let rest = buf.split_off(char_boundary_at_most(buf, MAX_LINE_BYTES));
+                lines.push(String::from_utf8_lossy(buf).into_owned());
+                *buf = rest;
+            }
+            if ended {
+                lines.push(String::from_utf8_lossy(buf).into_owned());
+                buf.clear();
+            }
         }
         lines
     }
@@ -58,6 +78,17 @@ impl LineSplitter {
             OutputPipe::Stderr => &mut self.stderr,
         }
     }
+}
+
+/// The largest cut `<= at` that does not split a UTF-8 character (a cut before a
+/// continuation byte would), so both pieces of a long line stay readable.
+fn char_boundary_at_most(bytes: &[u8], at: usize) -> usize {
+    let is_continuation = |b: u8| b & 0b1100_0000 == 0b1000_0000;
+    (at.saturating_sub(3)..=at)
+        .rev()
+        .find(|&cut| cut == 0 || !bytes.get(cut).copied().is_some_and(is_continuation))
+        .filter(|&cut| cut > 0)
+        .unwrap_or(at)
 }
 
 /// A shell-style exit code: the code, or 128 + the signal that ended the command.
@@ -132,5 +163,36 @@ mod tests {
         assert_eq!(s.push(OutputPipe::Stdout, b"lo\r\nwor"), vec!["hello"]);
         assert_eq!(s.finish(OutputPipe::Stdout).as_deref(), Some("wor"));
         assert_eq!(s.finish(OutputPipe::Stdout), None);
+    }
+
+    #[test]
+    fn a_line_without_end_is_handed_on_in_bounded_pieces_and_nothing_is_lost() {
+        let mut s = LineSplitter::default();
+        let mut pieces = Vec::new();
+        let chunk = vec![b'x'; 64 * 1024];
+        for _ in 0..40 {
+            pieces.extend(s.push(OutputPipe::Stdout, &chunk));
+        }
+        pieces.extend(s.push(OutputPipe::Stdout, b"tail\nnext"));
+        assert_eq!(pieces.len(), 3, "two full pieces and the tail's line");
+        assert!(pieces.iter().all(|p| p.len() <= MAX_LINE_BYTES));
+        let total: usize = pieces.iter().map(String::len).sum();
+        assert_eq!(total, 40 * 64 * 1024 + "tail".len());
+        assert_eq!(s.finish(OutputPipe::Stdout).as_deref(), Some("next"));
+    }
+
+    #[test]
+    fn a_long_line_is_cut_between_characters() {
+        let mut s = LineSplitter::default();
+        let mut text = vec![b'a'; MAX_LINE_BYTES - 1];
+        text.extend_from_slice("é".as_bytes()); // straddles the bound
+        text.extend_from_slice(b"\n");
+        let lines = s.push(OutputPipe::Stdout, &text);
+        assert_eq!(lines.len(), 2);
+        assert!(
+            !lines.concat().contains('\u{FFFD}'),
+            "no character was split"
+        );
+        assert_eq!(lines[1], "é");
     }
 }

@@ -171,6 +171,21 @@ impl Home {
     pub fn log(&self, name: &str) -> String {
         std::fs::read_to_string(self.run_folder().join(name)).unwrap_or_default()
     }
+
+    /// Every run the registry of this home tracks (`agentgate sandboxes --all --json`).
+    pub fn tracked_runs(&self) -> Vec<serde_json::Value> {
+        let output = self.agentgate(&["sandboxes", "--all", "--json"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
+    /// The registry's row for the run `run_id` of this home.
+    pub fn tracked_run(&self, run_id: &str) -> serde_json::Value {
+        let rows = self.tracked_runs();
+        rows.into_iter()
+            .find(|row| row["runId"] == run_id)
+            .unwrap_or_else(|| panic!("the registry does not track run {run_id}"))
+    }
 }
 
 pub fn stderr(output: &Output) -> String {
@@ -376,6 +391,7 @@ pub mod anthropic;
 pub mod dns;
 pub mod egress_net;
 pub mod http;
+pub mod kubernetes;
 pub mod oci_registry;
 pub mod openai_responses;
 pub mod package_registries;

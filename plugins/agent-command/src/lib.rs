@@ -60,6 +60,18 @@ fn exec_request(task: &AgentTask, opts: &CommandOptions) -> ExecRequest {
 
 struct CommandDriver;
 
+/// The longest summary kept: the last line is a one-line account of the run, and an
+/// agent may end on a line of any length.
+const MAX_SUMMARY_CHARS: usize = 4096;
+
+/// The last stdout line as the run's summary, cut to [`MAX_SUMMARY_CHARS`].
+fn summary_of(line: String) -> String {
+    match line.char_indices().nth(MAX_SUMMARY_CHARS) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line,
+    }
+}
+
 impl Guest for CommandDriver {
     fn describe() -> PluginInfo {
         PluginInfo {
@@ -101,7 +113,7 @@ impl Driver for CommandDriver {
                         session_id: None,
                         turns: None,
                         usage: None,
-                        summary: last_stdout_line,
+                        summary: last_stdout_line.map(summary_of),
                     });
                 }
             }
@@ -144,6 +156,15 @@ mod tests {
             secrets: vec![env_var("API_KEY", "s")],
             options: options.into(),
         }
+    }
+
+    #[test]
+    fn a_summary_is_cut_at_a_character() {
+        assert_eq!(summary_of("done".into()), "done");
+        let long = "é".repeat(MAX_SUMMARY_CHARS + 10);
+        let cut = summary_of(long);
+        assert_eq!(cut.chars().count(), MAX_SUMMARY_CHARS + 1);
+        assert!(cut.ends_with("é…"));
     }
 
     #[test]
