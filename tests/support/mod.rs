@@ -376,6 +376,7 @@ pub mod anthropic;
 pub mod dns;
 pub mod egress_net;
 pub mod http;
+pub mod kubernetes;
 pub mod oci_registry;
 pub mod openai_responses;
 pub mod package_registries;
