@@ -18,6 +18,7 @@ pub mod github;
 #[cfg(test)]
 mod grants_tests;
 pub mod http;
+pub mod kubernetes;
 pub mod process;
 pub mod sandbox;
 pub mod scope;
