@@ -59,6 +59,8 @@ pub enum TransferError {
     TooManyBytes { entry: String, limit: u64 },
     #[error("the copy stopped: it has more than {limit} entries, the bound of one copy")]
     TooManyEntries { limit: u64 },
+    #[error("the archive has a long name or PAX header of {size} bytes, more than the {MAX_EXTENSION} bytes allowed")]
+    Extension { size: u64 },
     #[error("{path}: {source}")]
     Io { path: String, source: io::Error },
     #[error("writing the archive failed: {source}")]
@@ -68,6 +70,10 @@ pub enum TransferError {
 /// Room in the raw stream for one entry beyond its content: its header, a long name and
 /// a long link name (GNU or PAX, each up to `PATH_MAX`), and padding.
 const ENTRY_OVERHEAD: u64 = 16 * 1024;
+
+/// The largest GNU long name or link and PAX header accepted: the `tar` crate holds
+/// them in memory whole, so a bigger one is refused before it is read.
+const MAX_EXTENSION: u64 = 64 * 1024;
 
 /// Writes `root` and everything under it to `out` as a tar archive, names relative to
 /// `root`. Links are stored as links, never followed; sockets, fifos and devices are
@@ -218,18 +224,21 @@ impl<W: Write> Packer<'_, W> {
 /// nothing outside `root` was touched.
 pub fn unpack(input: impl Read, root: &Path, bounds: &Bounds) -> Result<Moved, TransferError> {
     let root_fd = open_root(root)?;
-    let exceeded = Rc::new(Cell::new(false));
+    let stopped = Rc::new(Cell::new(None));
     let raw_limit = bounds.max_bytes.saturating_add(
         bounds
             .max_entries
             .saturating_add(2)
             .saturating_mul(ENTRY_OVERHEAD),
     );
-    let stream = BoundedReader {
-        inner: input,
-        left: raw_limit,
-        exceeded: exceeded.clone(),
-    };
+    let stream = HeaderGuard::new(
+        BoundedReader {
+            inner: input,
+            left: raw_limit,
+            stopped: stopped.clone(),
+        },
+        stopped.clone(),
+    );
     let mut archive = tar::Archive::new(stream);
     let mut unpacker = Unpacker {
         root: root_fd,
@@ -239,15 +248,13 @@ pub fn unpack(input: impl Read, root: &Path, bounds: &Bounds) -> Result<Moved, T
         present: HashSet::new(),
         files: HashSet::new(),
     };
-    let stream_error = |source: io::Error, last: &str| {
-        if exceeded.get() {
-            TransferError::TooManyBytes {
-                entry: last.to_owned(),
-                limit: bounds.max_bytes,
-            }
-        } else {
-            TransferError::Archive { source }
-        }
+    let stream_error = |source: io::Error, last: &str| match stopped.get() {
+        Some(Stop::TooLarge) => TransferError::TooManyBytes {
+            entry: last.to_owned(),
+            limit: bounds.max_bytes,
+        },
+        Some(Stop::Extension(size)) => TransferError::Extension { size },
+        None => TransferError::Archive { source },
     };
     let mut last = String::from("the start of the archive");
     let entries = archive.entries().map_err(|e| stream_error(e, &last))?;
@@ -255,7 +262,7 @@ pub fn unpack(input: impl Read, root: &Path, bounds: &Bounds) -> Result<Moved, T
         let entry = entry.map_err(|e| stream_error(e, &last))?;
         last = shown(&entry.path_bytes());
         match unpacker.entry(entry) {
-            Err(TransferError::Io { source, .. }) if exceeded.get() => {
+            Err(TransferError::Io { source, .. }) if stopped.get().is_some() => {
                 return Err(stream_error(source, &last))
             }
             other => other?,
@@ -688,12 +695,19 @@ fn describe_tar(kind: tar::EntryType) -> &'static str {
     }
 }
 
-/// The raw archive stream, cut off past `left` bytes; `exceeded` tells the caller the
+/// Why the raw stream was cut, for the error that reports it.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    TooLarge,
+    Extension(u64),
+}
+
+/// The raw archive stream, cut off past `left` bytes; `stopped` tells the caller the
 /// stream was cut rather than broken.
 struct BoundedReader<R> {
     inner: R,
     left: u64,
-    exceeded: Rc<Cell<bool>>,
+    stopped: Rc<Cell<Option<Stop>>>,
 }
 
 impl<R: Read> Read for BoundedReader<R> {
@@ -703,7 +717,7 @@ impl<R: Read> Read for BoundedReader<R> {
             if self.inner.read(&mut probe)? == 0 {
                 return Ok(0);
             }
-            self.exceeded.set(true);
+            self.stopped.set(Some(Stop::TooLarge));
             return Err(io::Error::other(
                 "the archive stream is larger than the copy's bounds",
             ));
@@ -714,6 +728,155 @@ impl<R: Read> Read for BoundedReader<R> {
         let read = self.inner.read(&mut buf[..want])?;
         self.left -= read as u64;
         Ok(read)
+    }
+}
+
+/// Follows the archive's 512-byte blocks as they pass to the `tar` crate and cuts the
+/// stream at a GNU long name or link or a PAX header larger than [`MAX_EXTENSION`],
+/// which the crate would otherwise read into memory whole. It tracks what the crate
+/// tracks to stay in step: entry sizes (a PAX `size` overrides the next one) and GNU
+/// sparse extension blocks.
+struct HeaderGuard<R> {
+    inner: R,
+    stopped: Rc<Cell<Option<Stop>>>,
+    /// The block being handed out (a header or sparse extension), and how much of it
+    /// is out.
+    block: [u8; 512],
+    served: usize,
+    next: Next,
+    /// The size a PAX header set for the next entry.
+    pax_size: Option<u64>,
+    /// The content of the PAX header being passed, to read its `size`.
+    pax: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Next {
+    Header,
+    SparseExtension { then: u64 },
+    Data { left: u64 },
+}
+
+impl<R: Read> HeaderGuard<R> {
+    fn new(inner: R, stopped: Rc<Cell<Option<Stop>>>) -> HeaderGuard<R> {
+        HeaderGuard {
+            inner,
+            stopped,
+            block: [0; 512],
+            served: 512,
+            next: Next::Header,
+            pax_size: None,
+            pax: None,
+        }
+    }
+
+    /// Reads the next whole block; `false` at the end of the stream.
+    fn fill_block(&mut self) -> io::Result<bool> {
+        let mut filled = 0;
+        while filled < 512 {
+            let read = self.inner.read(&mut self.block[filled..])?;
+            if read == 0 {
+                // A short block is passed on as it is: the crate reports it.
+                if filled == 0 {
+                    return Ok(false);
+                }
+                self.block[filled..].fill(0);
+                break;
+            }
+            filled += read;
+        }
+        self.served = 0;
+        Ok(true)
+    }
+
+    /// Reads what a header block says comes after it.
+    fn after_header(&mut self) -> io::Result<()> {
+        let header = tar::Header::from_byte_slice(&self.block);
+        let kind = header.entry_type();
+        let extension = kind.is_gnu_longname()
+            || kind.is_gnu_longlink()
+            || kind.is_pax_local_extensions()
+            || kind.is_pax_global_extensions();
+        let mut size = header.entry_size().unwrap_or(0);
+        if !extension {
+            size = self.pax_size.take().unwrap_or(size);
+        }
+        if extension && size > MAX_EXTENSION {
+            self.stopped.set(Some(Stop::Extension(size)));
+            return Err(io::Error::other("an archive header extension is too large"));
+        }
+        self.pax = kind.is_pax_local_extensions().then(Vec::new);
+        let data = size.div_ceil(512) * 512;
+        let sparse_extended = kind == tar::EntryType::GNUSparse && self.block[482] != 0;
+        self.next = if sparse_extended {
+            Next::SparseExtension { then: data }
+        } else {
+            Next::Data { left: data }
+        };
+        Ok(())
+    }
+
+    /// The `size` record of a PAX header (`LEN size=VALUE\n` among others).
+    fn pax_size(records: &[u8]) -> Option<u64> {
+        let mut rest = records;
+        while let Some(space) = rest.iter().position(|&b| b == b' ') {
+            let length: usize = std::str::from_utf8(&rest[..space]).ok()?.parse().ok()?;
+            let record = rest.get(space + 1..length)?;
+            if let Some(value) = record.strip_prefix(b"size=") {
+                let value = value.strip_suffix(b"\n").unwrap_or(value);
+                return std::str::from_utf8(value).ok()?.parse().ok();
+            }
+            rest = &rest[length..];
+        }
+        None
+    }
+}
+
+impl<R: Read> Read for HeaderGuard<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            if self.served < 512 {
+                let n = buf.len().min(512 - self.served);
+                buf[..n].copy_from_slice(&self.block[self.served..self.served + n]);
+                self.served += n;
+                return Ok(n);
+            }
+            match self.next {
+                Next::Header => {
+                    if !self.fill_block()? {
+                        return Ok(0);
+                    }
+                    if self.block.iter().any(|&b| b != 0) {
+                        self.after_header()?;
+                    }
+                }
+                Next::SparseExtension { then } => {
+                    if !self.fill_block()? {
+                        return Ok(0);
+                    }
+                    if self.block[504] == 0 {
+                        self.next = Next::Data { left: then };
+                    }
+                }
+                Next::Data { left: 0 } => {
+                    if let Some(records) = self.pax.take() {
+                        self.pax_size = Self::pax_size(&records);
+                    }
+                    self.next = Next::Header;
+                }
+                Next::Data { left } => {
+                    let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+                    let read = self.inner.read(&mut buf[..want])?;
+                    if let Some(records) = &mut self.pax {
+                        records.extend_from_slice(&buf[..read]);
+                    }
+                    self.next = Next::Data {
+                        left: left - read as u64,
+                    };
+                    return Ok(read);
+                }
+            }
+        }
     }
 }
 
@@ -1229,9 +1392,9 @@ mod tests {
     }
 
     #[test]
-    fn a_giant_long_name_header_is_stopped_by_the_stream_bound() {
+    fn a_giant_long_name_header_is_refused_before_it_is_read() {
         let scene = Scene::new();
-        // A GNU long name of 4 MiB: the reader would hold all of it in memory.
+        // A GNU long name of 4 MiB: the `tar` crate would hold all of it in memory.
         let archive = Forge::default()
             .entry(
                 b"././@LongLink",
@@ -1242,17 +1405,43 @@ mod tests {
             )
             .file(b"x", b"x")
             .done();
-        let result = scene.unpack(
-            &archive,
-            &Bounds {
-                max_bytes: 1000,
-                max_entries: 10,
-            },
-        );
+        let result = scene.unpack(&archive, &ROOMY);
         assert!(
-            matches!(result, Err(TransferError::TooManyBytes { .. })),
+            matches!(result, Err(TransferError::Extension { size }) if size == 4 << 20),
             "{result:?}"
         );
+        assert!(snapshot(&scene.root).is_empty());
+    }
+
+    #[test]
+    fn long_names_and_pax_sizes_keep_the_guard_in_step() {
+        let scene = Scene::new();
+        let long = format!("{}/{}", "d".repeat(120), "f".repeat(120));
+        std::fs::create_dir(scene.root.join("d".repeat(120))).unwrap();
+        std::fs::write(scene.root.join(&long), "long").unwrap();
+        let mut packed = Vec::new();
+        pack(&scene.root, &mut packed, &ROOMY).unwrap();
+        packed.truncate(packed.len() - 1024);
+        // A PAX header whose `size` (5) overrides the next header's (0).
+        let record = |key_value: &str| {
+            let mut length = key_value.len() + 3;
+            while format!("{length} {key_value}\n").len() != length {
+                length += 1;
+            }
+            format!("{length} {key_value}\n")
+        };
+        let pax = record("size=5");
+        let mut forged = Forge(packed)
+            .entry(b"pax", tar::EntryType::XHeader, b"", 0o644, pax.as_bytes())
+            .file(b"p", b"");
+        forged.0.extend_from_slice(b"hello");
+        forged.0.resize(forged.0.len().next_multiple_of(512), 0);
+        let archive = forged.file(b"q", b"world").done();
+        let target = Scene::new();
+        target.unpack(&archive, &ROOMY).unwrap();
+        assert_eq!(std::fs::read(target.root.join(&long)).unwrap(), b"long");
+        assert_eq!(std::fs::read(target.root.join("p")).unwrap(), b"hello");
+        assert_eq!(std::fs::read(target.root.join("q")).unwrap(), b"world");
     }
 
     #[test]
