@@ -1,6 +1,6 @@
 //! The capability's parts against a real cluster: `AGENTGATE_TEST_KUBECONFIG` names
 //! its kubeconfig (`tests/kubernetes/cluster.sh up` prints it) and
-//! `AGENTGATE_TEST_IMAGE` an image on its node (default `agentgate.test/busybox:1`).
+//! `AGENTGATE_TEST_K8S_IMAGE` an image on its node (both as `.ci/run` exports them).
 //! Under `CI=true` a missing cluster is a failure. The unreachable-server check needs
 //! no cluster.
 
@@ -29,8 +29,9 @@ fn cluster_under_test() -> Option<(PathBuf, String)> {
     match std::env::var_os("AGENTGATE_TEST_KUBECONFIG") {
         Some(path) => Some((
             PathBuf::from(path),
-            std::env::var("AGENTGATE_TEST_IMAGE")
-                .unwrap_or_else(|_| "agentgate.test/busybox:1".into()),
+            std::env::var("AGENTGATE_TEST_K8S_IMAGE").unwrap_or_else(|_| {
+                panic!("AGENTGATE_TEST_KUBECONFIG is set but AGENTGATE_TEST_K8S_IMAGE is not: set both (tests/kubernetes/cluster.sh up prints them)")
+            }),
         )),
         None if std::env::var("CI").as_deref() == Ok("true") => {
             panic!("AGENTGATE_TEST_KUBECONFIG is not set: start the cluster (tests/kubernetes/cluster.sh up) and export what it prints")
