@@ -12,9 +12,13 @@
 
 mod support;
 
+#[path = "support/git_server.rs"]
+mod git_server;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use git_server::git;
 use serde_json::Value;
 use support::kubernetes::{test_cluster, TestCluster};
 use support::{eventually, shell_agent, stderr, task_spec, Home};
@@ -274,6 +278,11 @@ fn a_task_runs_in_a_pod_and_its_changes_come_back() {
     std::fs::write(workspace.path().join("change.txt"), "before\n").unwrap();
     std::fs::write(workspace.path().join("gone.txt"), "bye\n").unwrap();
     std::fs::write(workspace.path().join("kept.txt"), "same\n").unwrap();
+    // A git workspace: `changes.patch` is what the host writes for one (a plain folder
+    // gets `modifiedFiles` only).
+    git(workspace.path(), &["init", "-q", "-b", "main"]);
+    git(workspace.path(), &["add", "-A"]);
+    git(workspace.path(), &["commit", "-q", "-m", "before"]);
     let home = home_for(&cluster, "");
     let output = home.run_spec(&task_spec(
         "k8s",

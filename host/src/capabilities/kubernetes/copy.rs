@@ -117,14 +117,28 @@ where
             return Err(e);
         }
     };
-    let code = match status {
-        Some(s) => s.await.as_ref().and_then(super::exec::exit_code),
+    let status = match status {
+        Some(s) => s.await,
         None => None,
     };
+    let code = status.as_ref().and_then(super::exec::exit_code);
     let said = said.await.unwrap_or_default();
     if code != Some(0) {
+        // Without an exit code the API server's own words are all there is (an exec
+        // that could not start, a container that ended under it).
+        let why = status
+            .as_ref()
+            .map(|s| {
+                format!(
+                    "{} {}",
+                    s.reason.as_deref().unwrap_or_default(),
+                    s.message.as_deref().unwrap_or_default()
+                )
+            })
+            .unwrap_or_else(|| "the exec ended without a status".into());
         return Err(Error::Failed(format!(
-            "tar in the pod failed (exit {code:?}): {}",
+            "tar in the pod failed (exit {code:?}; {}): {}",
+            why.trim(),
             String::from_utf8_lossy(&said).trim()
         )));
     }
