@@ -535,3 +535,76 @@ fn an_entry_from_elsewhere_reads_as_a_file_entry_and_is_granted_once() {
         "{text}"
     );
 }
+
+#[test]
+fn the_operators_kubernetes_clusters_are_read_and_what_is_never_allowed_refused() {
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("grants.yaml");
+    std::fs::write(
+        &path,
+        "kubernetes:\n  clusters:\n    - context: agentgate-test\n      kubeconfig: /etc/k8s/admin.kubeconfig\n      \
+         namespaces: [agentgate-*]\n      images: [\"agentgate.test/*\"]\n      networkPolicy: enforced\n\
+         plugins:\n  my-provider:\n    capabilities: [kubernetes]\n    kubernetes: {namespaces: [agentgate-a]}\n",
+    )
+    .unwrap();
+    let grants = Grants::from_file(&path).unwrap();
+    assert!(grants.sections.contains_key(&cap("kubernetes")));
+    // A third-party plugin reaches what its entry names, nothing more.
+    let granted = grants.granted("my-provider", "1", "x");
+    assert_eq!(names(&granted.capabilities), ["kubernetes"]);
+    assert_eq!(
+        shown(&granted, "kubernetes"),
+        json!({"contexts": [], "namespaces": ["agentgate-a"], "images": [],
+               "within": "the clusters of the top-level `kubernetes:` section"})
+    );
+    // The listed kubeconfig is guarded from every TaskSpec mount.
+    let guarded = crate::capabilities::HostCapability::guarded_paths(
+        &crate::capabilities::kubernetes::unit::Kubernetes,
+    );
+    assert!(
+        guarded
+            .iter()
+            .any(|(p, _)| p == std::path::Path::new("/etc/k8s/admin.kubeconfig")),
+        "{guarded:?}"
+    );
+
+    std::fs::write(
+        &path,
+        "kubernetes:\n  clusters:\n    - context: c\n      hostPaths: true\n",
+    )
+    .unwrap();
+    let text = Grants::from_file(&path).unwrap_err().to_string();
+    assert!(text.contains("never mounts a host path"), "{text}");
+    std::fs::write(&path, "kubernetes:\n  cluster: []\n").unwrap();
+    let text = Grants::from_file(&path).unwrap_err().to_string();
+    assert!(
+        text.contains("unknown field `cluster`") && text.contains("line 2"),
+        "{text}"
+    );
+
+    // `--grant` items.
+    let mut grants = Grants::default();
+    grants
+        .add_flag("q=kubernetes:context=agentgate-test,kubernetes:namespace=team-*,kubernetes:image=agentgate.test/*")
+        .unwrap();
+    assert_eq!(
+        shown(&grants.granted("q", "1", "x"), "kubernetes")["namespaces"],
+        json!(["team-*"])
+    );
+}
+
+#[test]
+fn the_builtin_kubernetes_provider_has_the_capability_at_its_widest() {
+    let granted = builtin_granted(
+        "sandbox-kubernetes",
+        crate::runtime::bindings::types::PluginKind::SandboxProvider,
+        &Grants::default(),
+    );
+    assert!(
+        granted.capabilities.contains(&cap("kubernetes")),
+        "{:?}",
+        names(&granted.capabilities)
+    );
+    assert_eq!(shown(&granted, "kubernetes")["namespaces"], "any");
+}

@@ -1,6 +1,7 @@
 //! The host capabilities: each folder is one unit, and nothing else.
 //!
-//! A capability (`events`, `process`, `docker`, `git`, `github`, `sandbox`, `http`)
+//! A capability (`events`, `process`, `docker`, `git`, `github`, `sandbox`, `http`,
+//! `kubernetes`)
 //! implements its WIT interface for [`PluginState`](crate::runtime::PluginState) and
 //! the one trait [`HostCapability`] (its `unit.rs`), through which the runtime links
 //! it, reads and shows its operator scope, makes its per-run state, and `gc` reclaims
@@ -18,6 +19,7 @@ pub mod github;
 #[cfg(test)]
 mod grants_tests;
 pub mod http;
+pub mod kubernetes;
 pub mod process;
 pub mod sandbox;
 pub mod scope;
@@ -44,6 +46,7 @@ pub static ALL: &[&dyn HostCapability] = &[
     &github::unit::Github,
     &sandbox::unit::Sandbox,
     &http::unit::Http,
+    &kubernetes::unit::Kubernetes,
 ];
 
 /// The host-wide sections of `grants.yaml` the operator wrote, by capability (see

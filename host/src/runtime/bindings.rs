@@ -40,6 +40,20 @@ pub const SUPPORTED_LINES: &[ContractLine] = &[ContractLine {
     frozen_dir: "wit/frozen/0.1.0",
 }];
 
+/// A package of its own that builds on a line of [`PACKAGE`] (a capability added after
+/// a release, as `agentgate:kubernetes`), with the versions of it this host links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExtensionPackage {
+    pub package: &'static str,
+    pub versions: &'static [&'static str],
+}
+
+/// Every extension package this host links.
+pub const EXTENSION_PACKAGES: &[ExtensionPackage] = &[ExtensionPackage {
+    package: "agentgate:kubernetes",
+    versions: &["0.1.0"],
+}];
+
 /// A component built against a version of the contract this host does not link.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LineError {
@@ -47,6 +61,12 @@ pub enum LineError {
     Unsupported { line: String, interface: String },
     #[error("it uses two versions of {PACKAGE} ({first} and {second}); a plugin is built against one: rebuild it against one of {}", supported_text())]
     Mixed { first: String, second: String },
+    #[error("it was built against {line} (it uses {interface}), which this host does not link; this host links {supported}: rebuild the plugin against one of them")]
+    UnsupportedExtension {
+        line: String,
+        interface: String,
+        supported: String,
+    },
 }
 
 fn supported_text() -> String {
@@ -66,6 +86,7 @@ pub fn line_of<'a>(
 ) -> Result<Option<&'static ContractLine>, LineError> {
     let mut found: Option<(&'static ContractLine, &str)> = None;
     for name in names {
+        check_extension(name)?;
         let Some(rest) = name.strip_prefix(PACKAGE).and_then(|r| r.strip_prefix('/')) else {
             continue;
         };
@@ -95,7 +116,57 @@ pub fn line_of<'a>(
     Ok(found.map(|(line, _)| line))
 }
 
+/// Refuses `name` when it is an interface of an [`ExtensionPackage`] in a version this
+/// host does not link. The extension's own version says nothing of the line: that is
+/// read from the [`PACKAGE`] interfaces it builds on.
+fn check_extension(name: &str) -> Result<(), LineError> {
+    let Some((extension, rest)) = EXTENSION_PACKAGES.iter().find_map(|e| {
+        let rest = name.strip_prefix(e.package)?.strip_prefix('/')?;
+        Some((e, rest))
+    }) else {
+        return Ok(());
+    };
+    let version = rest.split_once('@').map_or("", |(_, v)| v);
+    if extension.versions.contains(&version) {
+        return Ok(());
+    }
+    Err(LineError::UnsupportedExtension {
+        line: if version.is_empty() {
+            format!("{} without a version", extension.package)
+        } else {
+            format!("{}@{version}", extension.package)
+        },
+        interface: name.to_string(),
+        supported: extension
+            .versions
+            .iter()
+            .map(|v| format!("{}@{v}", extension.package))
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
+}
+
 pub use v0_1_0::*;
+
+/// `agentgate:kubernetes@0.1.0`, bound from `wit/kubernetes` (whose `deps/` are the
+/// frozen `0.1.0` line): its `types` and `execution` are the line's own, so an
+/// `execution` it hands out is the same host object `docker` and `process` hand out.
+pub mod kubernetes_v0_1_0 {
+    mod generated {
+        wasmtime::component::bindgen!({
+            world: "agentgate:kubernetes/host",
+            path: "../wit/kubernetes",
+            imports: { default: async | trappable },
+            with: {
+                "agentgate:plugin/types": super::super::v0_1_0::types,
+                "agentgate:plugin/execution": super::super::v0_1_0::execution,
+                "agentgate:kubernetes/cluster.pod": crate::capabilities::kubernetes::Pod,
+            },
+        });
+    }
+
+    pub use generated::agentgate::kubernetes::cluster;
+}
 
 /// Line `0.1.0`, bound from `wit/frozen/0.1.0`.
 ///
@@ -205,6 +276,36 @@ mod tests {
         .unwrap();
         assert_eq!(line, Some(&SUPPORTED_LINES[0]));
         assert_eq!(line_of(["wasi:cli/stdout@0.2.0"]).unwrap(), None);
+    }
+
+    #[test]
+    fn the_kubernetes_package_is_linked_in_its_own_version_only() {
+        let line = line_of([
+            "agentgate:kubernetes/cluster@0.1.0",
+            "agentgate:plugin/types@0.1.0",
+        ])
+        .unwrap();
+        assert_eq!(line, Some(&SUPPORTED_LINES[0]));
+        for (import, named) in [
+            (
+                "agentgate:kubernetes/cluster@0.2.0",
+                "agentgate:kubernetes@0.2.0",
+            ),
+            (
+                "agentgate:kubernetes/cluster",
+                "agentgate:kubernetes without a version",
+            ),
+        ] {
+            let text = line_of(["agentgate:plugin/types@0.1.0", import])
+                .unwrap_err()
+                .to_string();
+            assert!(text.contains(named), "{text}");
+            assert!(text.contains(import), "{text}");
+            assert!(
+                text.contains("this host links agentgate:kubernetes@0.1.0"),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -149,7 +149,7 @@ pub async fn start(
 }
 
 /// The exec's working directory: the container's workdir, or `cwd` under it.
-fn working_dir(workdir: &str, cwd: Option<&str>) -> Result<String, Error> {
+pub(crate) fn working_dir(workdir: &str, cwd: Option<&str>) -> Result<String, Error> {
     let Some(cwd) = cwd else {
         return Ok(workdir.to_string());
     };

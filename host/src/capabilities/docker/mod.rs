@@ -37,6 +37,8 @@ use scope::DockerScope;
 pub use scope::{normalize_image, DockerGrant};
 
 pub use client::{engine_address, local_socket, ENGINE_FIX};
+/// Where a command runs: shared with the other container capabilities.
+pub(crate) use exec::working_dir;
 pub use image::{Storage, DISK_QUOTA_FIX};
 
 /// The engine as a run would find it, for `agentgate doctor`.
