@@ -477,7 +477,7 @@ fn a_memory_hog_is_oom_killed_and_the_run_says_so() {
             &cluster,
             workspace.path(),
             &namespace.name,
-            "resources:\n  memory: 32Mi\n  timeout: 2m\n",
+            "resources:\n  memory: 64Mi\n  timeout: 2m\n",
             &shell_agent("x=$(head -c 200000000 /dev/zero | tr '\\0' a)\necho survived"),
         ),
     ));
