@@ -79,7 +79,7 @@ async fn with_tar<F>(
     pod_dir: &str,
     writes_stdin: bool,
     local: F,
-) -> Result<Transfer, Error>
+) -> Result<Transfer, TarFailure>
 where
     F: FnOnce(
         &mut kube::api::AttachedProcess,
@@ -114,7 +114,7 @@ where
             // Stops the exec, and tar with it.
             attached.abort();
             said.abort();
-            return Err(e);
+            return Err(e.into());
         }
     };
     let status = match status {
@@ -136,13 +136,47 @@ where
                 )
             })
             .unwrap_or_else(|| "the exec ended without a status".into());
-        return Err(Error::Failed(format!(
+        let error = Error::Failed(format!(
             "tar in the pod failed (exit {code:?}; {}): {}",
             why.trim(),
             String::from_utf8_lossy(&said).trim()
-        )));
+        ));
+        return Err(match status {
+            None => TarFailure::StreamLost(error),
+            Some(_) => TarFailure::Failed(error),
+        });
     }
     Ok(as_transfer(moved))
+}
+
+/// How a tar exec failed: the exec's stream ended without the status the API server
+/// sends last (a connection between API server and kubelet lost under load), or tar
+/// itself failed.
+enum TarFailure {
+    StreamLost(Error),
+    Failed(Error),
+}
+
+impl From<Error> for TarFailure {
+    fn from(error: Error) -> Self {
+        TarFailure::Failed(error)
+    }
+}
+
+/// Runs a copy, and once more when its stream was lost before tar's status: both
+/// copies make their destination equal to their source, so a second attempt is safe.
+async fn retried<Fut>(mut attempt: impl FnMut() -> Fut) -> Result<Transfer, Error>
+where
+    Fut: std::future::Future<Output = Result<Transfer, TarFailure>>,
+{
+    match attempt().await {
+        Err(TarFailure::StreamLost(_)) => match attempt().await {
+            Ok(done) => Ok(done),
+            Err(TarFailure::StreamLost(e) | TarFailure::Failed(e)) => Err(e),
+        },
+        Ok(done) => Ok(done),
+        Err(TarFailure::Failed(e)) => Err(e),
+    }
 }
 
 /// Copies the workspace `host_dir` into `pod_dir`.
@@ -153,17 +187,21 @@ pub async fn copy_in(
     bounds: Bounds,
 ) -> Result<Transfer, Error> {
     pod_path("pod-dir", pod_dir)?;
-    with_tar(target, EXTRACT, pod_dir, true, move |attached| {
-        let stdin = attached
-            .stdin()
-            .ok_or_else(|| Error::Failed("the copy's exec has no stdin".into()))?;
-        let mut bridge = SyncIoBridge::new(stdin);
-        Ok(tokio::task::spawn_blocking(move || {
-            let packed = transfer::pack(&host_dir, &mut bridge, &bounds).map_err(|e| e.to_string());
-            // The end of the archive is the end of tar's stdin.
-            let _ = bridge.shutdown();
-            packed
-        }))
+    retried(|| {
+        let host_dir = host_dir.clone();
+        with_tar(target, EXTRACT, pod_dir, true, move |attached| {
+            let stdin = attached
+                .stdin()
+                .ok_or_else(|| Error::Failed("the copy's exec has no stdin".into()))?;
+            let mut bridge = SyncIoBridge::new(stdin);
+            Ok(tokio::task::spawn_blocking(move || {
+                let packed =
+                    transfer::pack(&host_dir, &mut bridge, &bounds).map_err(|e| e.to_string());
+                // The end of the archive is the end of tar's stdin.
+                let _ = bridge.shutdown();
+                packed
+            }))
+        })
     })
     .await
 }
@@ -176,14 +214,17 @@ pub async fn copy_out(
     bounds: Bounds,
 ) -> Result<Transfer, Error> {
     pod_path("pod-dir", pod_dir)?;
-    with_tar(target, CREATE, pod_dir, false, move |attached| {
-        let stdout = attached
-            .stdout()
-            .ok_or_else(|| Error::Failed("the copy's exec has no stdout".into()))?;
-        let bridge = SyncIoBridge::new(stdout);
-        Ok(tokio::task::spawn_blocking(move || {
-            transfer::unpack(bridge, &host_dir, &bounds).map_err(|e| e.to_string())
-        }))
+    retried(|| {
+        let host_dir = host_dir.clone();
+        with_tar(target, CREATE, pod_dir, false, move |attached| {
+            let stdout = attached
+                .stdout()
+                .ok_or_else(|| Error::Failed("the copy's exec has no stdout".into()))?;
+            let bridge = SyncIoBridge::new(stdout);
+            Ok(tokio::task::spawn_blocking(move || {
+                transfer::unpack(bridge, &host_dir, &bounds).map_err(|e| e.to_string())
+            }))
+        })
     })
     .await
 }
