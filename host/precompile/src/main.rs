@@ -86,7 +86,6 @@ fn describe(engine: &Engine, component: &Component) -> anyhow::Result<Descriptio
         .context("it exports no describe()")?;
     let mut results = [Val::Bool(false)];
     describe.call(&mut store, &[], &mut results)?;
-    describe.post_return(&mut store)?;
     let Val::Record(fields) = &results[0] else {
         bail!(
             "describe() returned {:?}, not a plugin-info record",
