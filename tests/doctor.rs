@@ -250,7 +250,7 @@ fn refused_plugins_are_named_and_a_plugin_dir_that_is_not_there_fails() {
     }
 
     // A provider no plugin serves cannot run.
-    let (output, report) = doctor(&home, &["--provider", "kubernetes"], &[]);
+    let (output, report) = doctor(&home, &["--provider", "firecracker"], &[]);
     assert_eq!(output.status.code(), Some(1), "{report:#}");
     assert_eq!(status(&report, "provider-plugin"), "fail");
     assert!(text(&report, "provider-plugin", "found").contains("no plugin serves"));
