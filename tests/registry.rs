@@ -621,6 +621,18 @@ fn gc_after_kill_9_removes_the_docker_container() {
     sigkill(&mut child);
     assert!(!containers().is_empty(), "the container went with its host");
 
+    // The gc of another home on the same engine: its registry does not know the run and
+    // the run's owner is dead, but the container is not that home's to remove.
+    let other = Home::new();
+    let output = other.agentgate(&["gc", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["unknown"], serde_json::json!([]), "{report}");
+    assert!(
+        !containers().is_empty(),
+        "another home's gc removed the container"
+    );
+
     assert_eq!(gc_reaped(&home), std::slice::from_ref(&run_id));
     assert!(containers().is_empty(), "gc left the container");
     assert!(eventually(10, || processes_with_arg("3021").is_empty()));

@@ -220,13 +220,30 @@ running() {
 
 alive() { [[ -f $STATE/pids/$1 ]] && running "$(cat "$STATE/pids/$1")"; }
 
-# start NAME COMMAND...: run COMMAND in its own session, logging to $LOGS/NAME.log.
+# start NAME COMMAND...: run COMMAND in its own session, logging to $LOGS/NAME.log, with no
+# descriptor but those three. An inherited one outlives this script in the daemon: the lock
+# of `serialise` (the next `down` then waits for it forever) or a caller's output pipe (CI
+# then waits for its end forever).
 start() {
     local name=$1; shift
     alive "$name" && return
     mkdir -p "$STATE/pids" "$LOGS"
-    setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+    (
+        close_inherited_descriptors
+        # A background subshell leads no process group, so setsid does not fork: $! is the
+        # daemon's pid.
+        exec setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null
+    ) &
     echo $! > "$STATE/pids/$name"
+}
+
+# Closes every descriptor of this (sub)shell above 2.
+close_inherited_descriptors() {
+    local fd
+    for fd in /proc/"$BASHPID"/fd/*; do
+        fd=${fd##*/}
+        if ((fd > 2)); then { exec {fd}>&-; } 2>/dev/null || true; fi
+    done
 }
 
 # failed COMPONENT WHY: the end of COMPONENT's log, then exit.

@@ -20,6 +20,7 @@ pub mod github;
 mod grants_tests;
 pub mod http;
 pub mod kubernetes;
+pub mod labels;
 pub mod process;
 pub mod sandbox;
 pub mod scope;

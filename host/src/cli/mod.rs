@@ -252,7 +252,7 @@ impl Cli {
     /// plugins (revocations refreshed when stale) and `grants`.
     async fn runtime_with(&self, grants: Grants) -> Result<std::sync::Arc<Runtime>, LoadError> {
         // What this home makes on a cluster is labelled as this home's.
-        crate::capabilities::kubernetes::home::set(self.home());
+        crate::capabilities::labels::set_home(self.home());
         let (installed, warnings) = crate::marketplace::load::installed_plugins(
             &self.market_home(),
             self.revocation_max_age,

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use crate::registry::{LABEL_CREATED, LABEL_OWNER, LABEL_RUN_ID};
+use crate::capabilities::labels::{LABEL_CREATED, LABEL_OWNER, LABEL_RUN_ID};
 use crate::runtime::bindings::agent_driver::exports::agentgate::plugin::driver::{
     AgentCapabilities, AgentTask, McpServer, ToolSetting,
 };

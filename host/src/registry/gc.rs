@@ -29,18 +29,13 @@ use tokio::time::Instant;
 
 use super::owner::{Liveness, Owner};
 use super::store::{now_ms, Registry, RegistryError, RunRow, RunState};
+use crate::capabilities::labels::{LABEL_OWNER, LABEL_RUN_ID};
 use crate::capabilities::Capability;
 use crate::record::{
     write_crashed_result, CrashedRun, EventSink, SandboxState, WorkspaceRecord, WORKSPACE_SCRATCH,
 };
 use crate::runtime::bindings::types::PluginKind;
 use crate::runtime::Runtime;
-
-/// The label keys the host puts on what providers create (the run puts them on its
-/// sandbox request); gc finds leftovers by them.
-pub const LABEL_RUN_ID: &str = "io.agentgate.run-id";
-pub const LABEL_OWNER: &str = "io.agentgate.owner";
-pub const LABEL_CREATED: &str = "io.agentgate.created";
 
 /// How long a heartbeat may be silent before a run whose owner cannot be seen is
 /// taken for dead. Runs beat every [`HEARTBEAT_INTERVAL`].

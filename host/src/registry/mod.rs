@@ -13,9 +13,7 @@ pub mod store;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-pub use gc::{
-    collect, effective_state, GcOptions, GcReport, Scope, LABEL_CREATED, LABEL_OWNER, LABEL_RUN_ID,
-};
+pub use gc::{collect, effective_state, GcOptions, GcReport, Scope};
 pub use owner::{Liveness, Owner};
 pub use store::{
     now_ms, NewRun, NewSandbox, Registry, RegistryError, RunRow, RunState, SandboxRow,

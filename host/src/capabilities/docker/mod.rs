@@ -32,7 +32,9 @@ use crate::runtime::bindings::docker::{ContainerSpec, ContainerSummary, Host, Im
 use crate::runtime::bindings::types::{Error, ExecRequest, Label, ResourceUsage};
 use crate::runtime::PluginState;
 use container::{Container, Guard};
-use policy::{Policy, LABEL_RUN_ID};
+use policy::{Policy, LABEL_HOME, LABEL_RUN_ID};
+
+use crate::capabilities::labels;
 use scope::DockerScope;
 pub use scope::{normalize_image, DockerGrant};
 
@@ -181,15 +183,8 @@ impl PluginState {
             .await
         {
             Ok(inspect) => {
-                let labelled = inspect
-                    .config
-                    .and_then(|c| c.labels)
-                    .is_some_and(|l| l.contains_key(LABEL_RUN_ID));
-                if !labelled {
-                    return Err(Error::Denied(format!(
-                        "container {id:?} was not created by agentgate; it is not a plugin's to remove"
-                    )));
-                }
+                let labels = inspect.config.and_then(|c| c.labels).unwrap_or_default();
+                this_homes("container", id, &labels)?;
                 container::remove(&docker, id, grace).await
             }
             Err(e) if client::status(&e) == Some(404) => Ok(()),
@@ -198,11 +193,31 @@ impl PluginState {
     }
 }
 
-/// Engine filters for objects carrying all of `labels` and agentgate's run label.
-fn label_filters(labels: &[Label]) -> HashMap<String, Vec<String>> {
-    let mut wanted = vec![LABEL_RUN_ID.to_string()];
+/// Engine filters for objects carrying all of `labels`, agentgate's run label and this
+/// home's label: another home's objects are never listed.
+fn label_filters(labels: &[Label]) -> Result<HashMap<String, Vec<String>>, Error> {
+    let mut wanted = vec![
+        LABEL_RUN_ID.to_string(),
+        format!("{LABEL_HOME}={}", labels::home_label()?),
+    ];
     wanted.extend(labels.iter().map(|l| format!("{}={}", l.key, l.value)));
-    HashMap::from([("label".to_string(), wanted)])
+    Ok(HashMap::from([("label".to_string(), wanted)]))
+}
+
+/// Whether an object that is not of this run (a leftover) may be removed: only one that
+/// agentgate made for this home.
+fn this_homes(kind: &str, id: &str, labels: &HashMap<String, String>) -> Result<(), Error> {
+    if !labels.contains_key(LABEL_RUN_ID) {
+        return Err(Error::Denied(format!(
+            "{kind} {id:?} was not created by agentgate; it is not a plugin's to remove"
+        )));
+    }
+    if labels.get(LABEL_HOME) != Some(&labels::home_label()?) {
+        return Err(Error::Denied(format!(
+            "{kind} {id:?} belongs to another agentgate home; that home's gc removes it"
+        )));
+    }
+    Ok(())
 }
 
 impl Host for PluginState {
@@ -281,7 +296,7 @@ impl Host for PluginState {
             let docker = client::connect().await?;
             let options = ListContainersOptionsBuilder::new()
                 .all(true)
-                .filters(&label_filters(&labels))
+                .filters(&label_filters(&labels)?)
                 .build();
             let containers = docker
                 .list_containers(Some(options))
@@ -321,7 +336,7 @@ impl Host for PluginState {
         let result = async {
             let docker = client::connect().await?;
             let options = ListVolumesOptionsBuilder::new()
-                .filters(&label_filters(&labels))
+                .filters(&label_filters(&labels)?)
                 .build();
             let volumes = docker
                 .list_volumes(Some(options))
@@ -347,11 +362,7 @@ impl Host for PluginState {
                 Err(e) if client::status(&e) == Some(404) => return Ok(()),
                 Err(e) => return Err(client::failed("inspecting the volume", e)),
             };
-            if !volume.labels.contains_key(LABEL_RUN_ID) {
-                return Err(Error::Denied(format!(
-                    "volume {name:?} was not created by agentgate; it is not a plugin's to remove"
-                )));
-            }
+            this_homes("volume", &name, &volume.labels)?;
             let options = RemoveVolumeOptionsBuilder::new().force(true).build();
             match docker.remove_volume(&name, Some(options)).await {
                 Ok(()) => Ok(()),

@@ -25,10 +25,7 @@ use crate::runtime::host_paths::{BindScope, Refusal};
 
 use super::init;
 
-/// Label keys the host sets on everything it creates; a plugin cannot set them.
-pub const LABEL_RUN_ID: &str = "io.agentgate.run-id";
-pub const LABEL_OWNER: &str = "io.agentgate.owner";
-pub const LABEL_CREATED: &str = "io.agentgate.created";
+pub use crate::capabilities::labels::{LABEL_CREATED, LABEL_HOME, LABEL_OWNER, LABEL_RUN_ID};
 
 /// The pids limit when the spec sets none: enough for any build, not for a fork bomb.
 pub const DEFAULT_PIDS: u32 = 4096;
@@ -41,6 +38,8 @@ pub struct Policy {
     pub owner: String,
     /// RFC 3339 time of creation.
     pub created: String,
+    /// This agentgate home's label value: gc of another home leaves the objects alone.
+    pub home: String,
     /// `uid:gid` of the invoking user, for containers whose spec names no user.
     pub invoking_user: String,
     /// The operator allowed `network: host`.
@@ -73,6 +72,7 @@ impl Policy {
             owner: crate::registry::Owner::current()
                 .map_or_else(|_| format!("pid:{}", std::process::id()), |o| o.to_string()),
             created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            home: crate::capabilities::labels::home_label()?,
             invoking_user: format!("{uid}:{gid}"),
             allow_host_network: run
                 .state::<super::DockerGrant>()
@@ -86,11 +86,12 @@ impl Policy {
     }
 
     /// The labels the host puts on everything it creates.
-    pub fn labels(&self) -> [(&'static str, String); 3] {
+    pub fn labels(&self) -> [(&'static str, String); 4] {
         [
             (LABEL_RUN_ID, self.run_id.clone()),
             (LABEL_OWNER, self.owner.clone()),
             (LABEL_CREATED, self.created.clone()),
+            (LABEL_HOME, self.home.clone()),
         ]
     }
 }
@@ -218,7 +219,7 @@ pub fn container_config(
     let mut labels: HashMap<String, String> = spec
         .labels
         .iter()
-        .filter(|l| !l.key.starts_with("io.agentgate."))
+        .filter(|l| !l.key.starts_with(crate::capabilities::labels::LABEL_PREFIX))
         .map(|l| (l.key.clone(), l.value.clone()))
         .collect();
     labels.extend(policy.labels().map(|(k, v)| (k.to_string(), v)));
@@ -359,6 +360,7 @@ mod tests {
             run_id: "run-1".into(),
             owner: "pid:42".into(),
             created: "2026-01-01T00:00:00Z".into(),
+            home: "home-digest".into(),
             invoking_user: "1000:1000".into(),
             allow_host_network: false,
             binds: scope(&[], PathGrants::default(), None),

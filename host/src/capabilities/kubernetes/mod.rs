@@ -7,12 +7,11 @@
 //! the cluster only after every check passed and only once it answers ([`client`]),
 //! creates and deletes the objects in order ([`pod`]), runs commands ([`exec`]), moves
 //! files ([`copy`], over [`transfer`]), reads usage ([`stats`]) and lists and reaps
-//! what dead runs of this home left ([`leftovers`], labelled by [`home`]).
+//! what dead runs of this home left ([`leftovers`], labelled by [`crate::capabilities::labels::LABEL_HOME`]).
 
 mod client;
 mod copy;
 mod exec;
-pub mod home;
 mod leftovers;
 #[cfg(test)]
 mod live_tests;
@@ -157,7 +156,7 @@ impl PluginState {
                     .into(),
             ));
         }
-        let home = home::label()?;
+        let home = crate::capabilities::labels::home_label()?;
         let marks = RunMarks {
             run_id: self.run.run_id.clone(),
             owner: crate::registry::Owner::current()
@@ -203,7 +202,7 @@ impl PluginState {
     /// Every allowed cluster of this plugin, connected; one that cannot be reached
     /// fails the listing (gc reports it and keeps the run's record).
     async fn leftovers_checked(&mut self) -> Result<Vec<Leftover>, Error> {
-        let home = home::label()?;
+        let home = crate::capabilities::labels::home_label()?;
         let scope = self.kubernetes_scope();
         let mut found = Vec::new();
         for allowed in &self.kubernetes_grant().clusters {
@@ -221,7 +220,7 @@ impl PluginState {
 
     async fn reap_checked(&mut self, id: &str) -> Result<(), Error> {
         let id = leftovers::LeftoverId::decode(id)?;
-        let home = home::label()?;
+        let home = crate::capabilities::labels::home_label()?;
         let grant = self.kubernetes_grant();
         let plugin = self.plugin.clone();
         let allowed = grant.clusters.iter().find(|c| id.is_of(c)).ok_or_else(|| {

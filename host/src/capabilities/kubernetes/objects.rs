@@ -24,12 +24,9 @@ use crate::capabilities::invalid_spec;
 use crate::runtime::bindings::kubernetes_v0_1_0::cluster::PodRequest;
 use crate::runtime::bindings::types::{Error, Label, NetworkMode};
 
-/// Label keys the host sets; a plugin may set none under [`LABEL_PREFIX`].
-pub const LABEL_PREFIX: &str = "io.agentgate.";
-pub const LABEL_RUN_ID: &str = "io.agentgate.run-id";
-pub const LABEL_OWNER: &str = "io.agentgate.owner";
-pub const LABEL_CREATED: &str = "io.agentgate.created";
-pub const LABEL_HOME: &str = "io.agentgate.home";
+pub use crate::capabilities::labels::{
+    digest, LABEL_CREATED, LABEL_HOME, LABEL_OWNER, LABEL_PREFIX, LABEL_RUN_ID,
+};
 /// The objects made for one pod (owner, Secret, NetworkPolicy, pod) share this value.
 pub const LABEL_SET: &str = "io.agentgate.set";
 /// `owner` on the per-run ConfigMap that owns the rest.
@@ -63,7 +60,7 @@ pub struct RunMarks {
     pub owner: String,
     /// Seconds since the epoch.
     pub created_unix: u64,
-    /// The digest of this agentgate home ([`super::home::label`]).
+    /// The digest of this agentgate home ([`crate::capabilities::labels::home_label`]).
     pub home: String,
 }
 
@@ -99,11 +96,6 @@ pub fn is_label_value(value: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
         && bytes.first().is_none_or(u8::is_ascii_alphanumeric)
         && bytes.last().is_none_or(u8::is_ascii_alphanumeric)
-}
-
-/// A short digest of `text`, as a label value.
-pub fn digest(text: &str) -> String {
-    blake3::hash(text.as_bytes()).to_hex()[..20].to_string()
 }
 
 /// The host's labels of `names`'s objects.
