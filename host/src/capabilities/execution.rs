@@ -22,6 +22,33 @@ use crate::runtime::PluginState;
 /// Largest chunk delivered by one `read`.
 pub const MAX_CHUNK: usize = 64 * 1024;
 
+/// What the plugin keeps of a command's stdin once the request's initial `data` is
+/// written. Kept open (`keep_open`), it gets the stream after `data`. Otherwise `data`
+/// is written in the background, so that a command that never reads it cannot block the
+/// plugin, and the stream is then shut: the command sees its end.
+pub async fn feed_stdin<W>(
+    mut input: W,
+    data: Option<Vec<u8>>,
+    keep_open: bool,
+) -> Option<Box<dyn tokio::io::AsyncWrite + Send + Unpin>>
+where
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    if keep_open {
+        if let Some(data) = data {
+            let _ = input.write_all(&data).await;
+        }
+        return Some(Box::new(input));
+    }
+    tokio::spawn(async move {
+        if let Some(data) = data {
+            let _ = input.write_all(&data).await;
+        }
+        let _ = input.shutdown().await;
+    });
+    None
+}
+
 /// Stops a command and everything it started.
 pub trait Kill: Send + Sync {
     fn kill(&self);

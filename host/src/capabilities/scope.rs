@@ -48,6 +48,15 @@ macro_rules! scope_any {
     };
 }
 
+/// `scope` as its capability's own scope type: a shape is only ever handed its own.
+pub fn concrete<T: Scope + Clone>(scope: &dyn Scope) -> T {
+    scope
+        .as_any()
+        .downcast_ref::<T>()
+        .cloned()
+        .unwrap_or_else(|| panic!("not a {}", std::any::type_name::<T>()))
+}
+
 /// Where a plugin's scope starts before the operator's keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Base {

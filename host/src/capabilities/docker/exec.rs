@@ -17,14 +17,13 @@ use bollard::exec::{StartExecOptions, StartExecResults};
 use bollard::models::ExecConfig;
 use bollard::Docker;
 use futures_util::StreamExt;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::client;
 use super::container::Container;
 use super::init;
-use crate::capabilities::execution::{Execution, Kill, MAX_CHUNK};
+use crate::capabilities::execution::{feed_stdin, Execution, Kill, MAX_CHUNK};
 use crate::capabilities::invalid_spec;
 use crate::procfs::{self, Stat};
 use crate::runtime::bindings::execution::{Output, OutputChunk};
@@ -111,7 +110,7 @@ pub async fn start(
         )
         .await
         .map_err(|e| client::failed("starting the exec", e))?;
-    let StartExecResults::Attached { output, mut input } = started else {
+    let StartExecResults::Attached { output, input } = started else {
         return Err(Error::Failed("the Docker engine detached the exec".into()));
     };
     let killer = Arc::new(ExecKiller::default());
@@ -127,22 +126,13 @@ pub async fn start(
         }
     });
 
-    let stdin: Option<Box<dyn tokio::io::AsyncWrite + Send + Unpin>> =
-        match (request.stdin, request.keep_stdin_open) {
-            (Some(data), true) => {
-                let _ = input.write_all(&data).await;
-                Some(Box::new(input))
-            }
-            (Some(data), false) => {
-                tokio::spawn(async move {
-                    let _ = input.write_all(&data).await;
-                    let _ = input.shutdown().await;
-                });
-                None
-            }
-            (None, true) => Some(Box::new(input)),
-            (None, false) => None,
-        };
+    // Without stdin the exec was not attached to one: shutting that stream would end
+    // the whole attachment, output included.
+    let stdin = if attach_stdin {
+        feed_stdin(input, request.stdin, request.keep_stdin_open).await
+    } else {
+        None
+    };
     let timeout = request.timeout_ms.map(Duration::from_millis);
     let rx = pump(docker.clone(), created.id, output, killer.clone(), timeout);
     Ok(Execution::new(id, rx, stdin, killer))

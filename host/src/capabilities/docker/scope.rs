@@ -125,11 +125,7 @@ pub(super) fn narrowest() -> DockerScope {
 }
 
 fn downcast(scope: &dyn Scope) -> DockerScope {
-    scope
-        .as_any()
-        .downcast_ref::<DockerScope>()
-        .cloned()
-        .expect("a docker scope")
+    crate::capabilities::scope::concrete(scope)
 }
 
 /// `folders` as absolute paths, `~` expanded.

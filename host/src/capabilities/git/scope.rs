@@ -94,11 +94,7 @@ pub(super) fn narrowest() -> GitScope {
 }
 
 fn downcast(scope: &dyn Scope) -> GitScope {
-    scope
-        .as_any()
-        .downcast_ref::<GitScope>()
-        .cloned()
-        .expect("a git scope")
+    crate::capabilities::scope::concrete(scope)
 }
 
 impl GitScope {

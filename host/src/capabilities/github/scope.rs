@@ -111,11 +111,7 @@ pub(super) fn narrowest() -> GithubScope {
 }
 
 fn downcast(scope: &dyn Scope) -> GithubScope {
-    scope
-        .as_any()
-        .downcast_ref::<GithubScope>()
-        .cloned()
-        .expect("a github scope")
+    crate::capabilities::scope::concrete(scope)
 }
 
 impl GithubScope {

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 
 use super::client;
 use super::objects::CONTAINER;
-use crate::capabilities::execution::{Execution, Kill, MAX_CHUNK};
+use crate::capabilities::execution::{feed_stdin, Execution, Kill, MAX_CHUNK};
 use crate::capabilities::invalid_spec;
 use crate::runtime::bindings::execution::{Output, OutputChunk};
 use crate::runtime::bindings::types::{Error, ExecRequest, ExitStatus, OutputPipe};
@@ -153,25 +153,8 @@ pub async fn start(target: &Target, request: ExecRequest, id: String) -> Result<
         target: target.clone(),
         pid: AtomicU32::new(0),
     });
-    let stdin: Option<Box<dyn tokio::io::AsyncWrite + Send + Unpin>> =
-        match (request.stdin, request.keep_stdin_open) {
-            (Some(data), true) => {
-                let _ = input.write_all(&data).await;
-                Some(Box::new(input))
-            }
-            (Some(data), false) => {
-                tokio::spawn(async move {
-                    let _ = input.write_all(&data).await;
-                    let _ = input.shutdown().await;
-                });
-                None
-            }
-            (None, true) => Some(Box::new(input)),
-            (None, false) => {
-                let _ = input.shutdown().await;
-                None
-            }
-        };
+    // The preamble reads the environment from stdin, so there is always one to feed.
+    let stdin = feed_stdin(input, request.stdin, request.keep_stdin_open).await;
     let timeout = request.timeout_ms.map(Duration::from_millis);
     let rx = pump(attached, killer.clone(), timeout);
     Ok(Execution::new(id, rx, stdin, killer))

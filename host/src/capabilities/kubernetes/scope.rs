@@ -497,11 +497,7 @@ pub(super) fn narrowest() -> KubernetesScope {
 }
 
 fn downcast(scope: &dyn Scope) -> KubernetesScope {
-    scope
-        .as_any()
-        .downcast_ref::<KubernetesScope>()
-        .cloned()
-        .expect("a kubernetes scope")
+    crate::capabilities::scope::concrete(scope)
 }
 
 #[cfg(test)]

@@ -31,10 +31,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
 use wasmtime::component::Resource;
 
-use super::execution::{Execution, Kill};
+use super::execution::{feed_stdin, Execution, Kill};
 use super::invalid_spec;
 use crate::runtime::bindings::process::{Host, SpawnRequest};
 use crate::runtime::bindings::types::{Error, NetworkMode, ResourceUsage};
@@ -434,26 +433,11 @@ async fn spawn(
         }
     };
 
-    // Initial stdin is written in the background when it is closed afterwards, so a
-    // command that never reads it cannot block the plugin.
-    let stdin = match (child.stdin.take(), launch.stdin, launch.keep_stdin_open) {
-        (Some(mut pipe), Some(data), true) => {
-            let _ = pipe.write_all(&data).await;
-            Some(pipe)
-        }
-        (Some(mut pipe), Some(data), false) => {
-            tokio::spawn(async move {
-                let _ = pipe.write_all(&data).await;
-            });
-            None
-        }
-        (pipe, None, true) => pipe,
-        // Dropping the pipe closes it: the command sees EOF.
-        _ => None,
+    let stdin = match child.stdin.take() {
+        Some(pipe) => feed_stdin(pipe, launch.stdin, launch.keep_stdin_open).await,
+        None => None,
     };
-
     let output = pump::start(child, group.clone(), launch.timeout, bridge);
-    let stdin = stdin.map(|s| Box::new(s) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>);
     Ok(Execution::new(id, output, stdin, group))
 }
 

@@ -106,11 +106,7 @@ pub(super) fn narrowest() -> ProcessScope {
 }
 
 fn downcast(scope: &dyn Scope) -> ProcessScope {
-    scope
-        .as_any()
-        .downcast_ref::<ProcessScope>()
-        .cloned()
-        .expect("a process scope")
+    crate::capabilities::scope::concrete(scope)
 }
 
 impl ProcessScope {
