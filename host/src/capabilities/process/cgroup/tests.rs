@@ -529,7 +529,15 @@ fn another_process_cgroup_is_read_only_when_it_is_the_named_one() {
     let mut sleeper = spawn_in(&cgroup, "sleep 30", Stdio::null());
     let name = format!("test-{}-observed", std::process::id());
     let observed = ObservedCgroup::of_process(sleeper.id(), &name).unwrap();
-    let usage = observed.usage().unwrap();
+    // The kernel's CPU counters may read 0 until their first update after the spawn.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let usage = loop {
+        let usage = observed.usage().unwrap();
+        if usage.cpu_time_ns > 0 || std::time::Instant::now() > deadline {
+            break usage;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     // The shell and its `sleep` (or the `sleep` alone, where the shell execs it).
     assert!((1..=2).contains(&usage.pids), "{usage:?}");
     assert!(usage.cpu_time_ns > 0, "{usage:?}");
