@@ -48,6 +48,8 @@ ms_of() { local s e; s=$(date +%s%N); "$@" >/dev/null 2>&1 || { echo "FAILED: $*
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 ms() { awk -v v="$1" 'BEGIN {printf "%.1f", v / 1000}'; }
 "$bin" plugins list --home "$work/base" >/dev/null
+# The built-ins are precompiled into the binary, so a home may have no cache folder yet.
+mkdir -p "$work/base/cache"
 results=()
 rows=("rust hostile-driver=$rust_fixture" "python py-shell=$out/py-shell.wasm" "javascript js-shell=$out/js-shell.wasm")
 declare -A first cached base
