@@ -28,13 +28,12 @@ use bollard::query_parameters::{
 use wasmtime::component::Resource;
 
 use super::execution::Execution;
+use super::labels::{self, LABEL_HOME, LABEL_RUN_ID};
 use crate::runtime::bindings::docker::{ContainerSpec, ContainerSummary, Host, ImageInfo};
 use crate::runtime::bindings::types::{Error, ExecRequest, Label, ResourceUsage};
 use crate::runtime::PluginState;
 use container::{Container, Guard};
-use policy::{Policy, LABEL_HOME, LABEL_RUN_ID};
-
-use crate::capabilities::labels;
+use policy::Policy;
 use scope::DockerScope;
 pub use scope::{normalize_image, DockerGrant};
 

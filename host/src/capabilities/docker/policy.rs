@@ -25,7 +25,9 @@ use crate::runtime::host_paths::{BindScope, Refusal};
 
 use super::init;
 
-pub use crate::capabilities::labels::{LABEL_CREATED, LABEL_HOME, LABEL_OWNER, LABEL_RUN_ID};
+use crate::capabilities::labels::{
+    LABEL_CREATED, LABEL_HOME, LABEL_OWNER, LABEL_PREFIX, LABEL_RUN_ID,
+};
 
 /// The pids limit when the spec sets none: enough for any build, not for a fork bomb.
 pub const DEFAULT_PIDS: u32 = 4096;
@@ -219,7 +221,7 @@ pub fn container_config(
     let mut labels: HashMap<String, String> = spec
         .labels
         .iter()
-        .filter(|l| !l.key.starts_with(crate::capabilities::labels::LABEL_PREFIX))
+        .filter(|l| !l.key.starts_with(LABEL_PREFIX))
         .map(|l| (l.key.clone(), l.value.clone()))
         .collect();
     labels.extend(policy.labels().map(|(k, v)| (k.to_string(), v)));

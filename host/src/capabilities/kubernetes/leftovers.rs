@@ -15,9 +15,10 @@ use kube::Api;
 use serde::{Deserialize, Serialize};
 
 use super::client::{self, Cluster};
-use super::objects::{LABEL_HOME, LABEL_ROLE, LABEL_RUN_ID, ROLE_OWNER};
+use super::objects::{LABEL_ROLE, ROLE_OWNER};
 use super::pod;
 use super::scope::{AllowedCluster, KubernetesScope};
+use crate::capabilities::labels::{LABEL_HOME, LABEL_RUN_ID};
 use crate::capabilities::scope::Patterns;
 use crate::runtime::bindings::kubernetes_v0_1_0::cluster::Leftover;
 use crate::runtime::bindings::types::{Error, Label};

@@ -7,7 +7,8 @@
 //! the cluster only after every check passed and only once it answers ([`client`]),
 //! creates and deletes the objects in order ([`pod`]), runs commands ([`exec`]), moves
 //! files ([`copy`], over [`transfer`]), reads usage ([`stats`]) and lists and reaps
-//! what dead runs of this home left ([`leftovers`], labelled by [`crate::capabilities::labels::LABEL_HOME`]).
+//! what dead runs of this home left ([`leftovers`], by this home's label, see
+//! [`crate::capabilities::labels`]).
 
 mod client;
 mod copy;

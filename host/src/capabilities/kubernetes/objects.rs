@@ -24,7 +24,7 @@ use crate::capabilities::invalid_spec;
 use crate::runtime::bindings::kubernetes_v0_1_0::cluster::PodRequest;
 use crate::runtime::bindings::types::{Error, Label, NetworkMode};
 
-pub use crate::capabilities::labels::{
+use crate::capabilities::labels::{
     digest, LABEL_CREATED, LABEL_HOME, LABEL_OWNER, LABEL_PREFIX, LABEL_RUN_ID,
 };
 /// The objects made for one pod (owner, Secret, NetworkPolicy, pod) share this value.

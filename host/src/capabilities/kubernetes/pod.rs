@@ -326,7 +326,7 @@ pub async fn delete(place: &Placement, home: &str) -> Result<(), Error> {
         "{}={},{}={}",
         objects::LABEL_SET,
         place.names.base,
-        objects::LABEL_HOME,
+        crate::capabilities::labels::LABEL_HOME,
         home
     );
     delete_labelled(&place.cluster, &place.namespace, &selector).await
