@@ -373,3 +373,37 @@ impl Host for PluginState {
         answer(result)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plugin asking to remove a leftover that is not this home's: an object agentgate
+    /// never made, and one another home made, are refused; this home's is not.
+    #[test]
+    fn only_this_homes_leftovers_may_be_removed() {
+        let home = tempfile::tempdir().unwrap();
+        labels::set_home(home.path());
+        let this_home = labels::home_label().unwrap();
+        let labelled = |home: &str| {
+            HashMap::from([
+                (LABEL_RUN_ID.to_string(), "run-1".to_string()),
+                (LABEL_HOME.to_string(), home.to_string()),
+            ])
+        };
+
+        let error = this_homes("container", "c1", &HashMap::new()).unwrap_err();
+        assert!(
+            error.to_string().contains("not created by agentgate"),
+            "{error}"
+        );
+        let error = this_homes("volume", "v1", &labelled("another-home")).unwrap_err();
+        assert!(
+            error.to_string().contains("another agentgate home"),
+            "{error}"
+        );
+        let unlabelled_home = HashMap::from([(LABEL_RUN_ID.to_string(), "run-1".to_string())]);
+        assert!(this_homes("container", "c2", &unlabelled_home).is_err());
+        this_homes("container", "c3", &labelled(&this_home)).unwrap();
+    }
+}
