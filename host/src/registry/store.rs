@@ -282,6 +282,16 @@ impl Registry {
         }
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sqlite)?;
+        // The last connection to close would otherwise checkpoint the WAL into the
+        // database and delete it, and the next process recreate it: four fsyncs per
+        // `agentgate` command, most of a short run's I/O. The WAL stays; SQLite
+        // checkpoints it when it grows past 1000 pages, in whichever commit crosses.
+        // (A copy of the registry is `registry.db` with its `-wal` beside it.)
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        )
+        .map_err(sqlite)?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(sqlite)?;
         let mut registry = Registry { path, conn };
