@@ -370,16 +370,15 @@ impl Run<'_> {
         outcome
     }
 
-    /// Compiles the run's three plugins, or reads them from the compile cache.
+    /// Compiles the run's three plugins, or reads them from the compile cache, side by
+    /// side (each on a blocking thread).
     async fn load_plugins(&mut self) -> Result<(), Outcome> {
-        let plugins = [
-            self.plugins.source,
-            self.plugins.provider,
-            self.plugins.driver,
-        ];
-        for plugin in plugins {
-            self.runtime.load(plugin).await.map_err(Outcome::plugin)?;
-        }
+        tokio::try_join!(
+            self.runtime.load(self.plugins.source),
+            self.runtime.load(self.plugins.provider),
+            self.runtime.load(self.plugins.driver),
+        )
+        .map_err(Outcome::plugin)?;
         Ok(())
     }
 

@@ -49,6 +49,9 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE runs ADD COLUMN sandbox_state TEXT;",
 ];
 
+/// WAL pages after which a commit checkpoints the WAL into the database.
+const WAL_CHECKPOINT_PAGES: u32 = 100;
+
 /// How long a writer waits for another process's transaction.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -284,14 +287,18 @@ impl Registry {
             .map_err(sqlite)?;
         // The last connection to close would otherwise checkpoint the WAL into the
         // database and delete it, and the next process recreate it: four fsyncs per
-        // `agentgate` command, most of a short run's I/O. The WAL stays; SQLite
-        // checkpoints it when it grows past 1000 pages, in whichever commit crosses.
-        // (A copy of the registry is `registry.db` with its `-wal` beside it.)
+        // `agentgate` command, most of a short run's I/O. The WAL stays instead
+        // (a copy of the registry is `registry.db` with its `-wal` beside it). The
+        // first process to open it reads the whole WAL to rebuild its index, so it is
+        // kept short: checkpointed in whichever commit takes it past 100 pages (a run
+        // writes about 12), not SQLite's default of 1000.
         conn.set_db_config(
             rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
             true,
         )
         .map_err(sqlite)?;
+        conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)
+            .map_err(sqlite)?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(sqlite)?;
         let mut registry = Registry { path, conn };
@@ -551,6 +558,37 @@ mod tests {
                     .expect("every opener gets the registry");
             }
         }
+    }
+
+    #[test]
+    fn the_wal_outlives_each_process_and_stays_short() {
+        let home = tempfile::tempdir().unwrap();
+        let wal = home.path().join("registry.db-wal");
+        let owner = Owner::current().unwrap();
+        for process in 0..40 {
+            let registry = Registry::open(home.path()).unwrap();
+            for run in 0..10 {
+                let run_id = format!("r{process}-{run}");
+                registry
+                    .run_started(&NewRun {
+                        run_id: &run_id,
+                        name: "task",
+                        folder: Path::new("/tmp/r"),
+                        owner: &owner,
+                    })
+                    .unwrap();
+                registry.heartbeat(&run_id).unwrap();
+            }
+            drop(registry);
+            // Not checkpointed and deleted on close: the next process reuses it.
+            assert!(wal.is_file(), "after process {process}");
+        }
+        // Checkpointed every WAL_CHECKPOINT_PAGES, so the next opener reads little
+        // (SQLite's default of 1000 pages lets it grow past 4 MB).
+        let len = std::fs::metadata(&wal).unwrap().len();
+        assert!(len < 1 << 20, "the WAL is {len} bytes");
+        let registry = Registry::open(home.path()).unwrap();
+        assert_eq!(registry.runs(true).unwrap().len(), 400);
     }
 
     #[test]

@@ -245,7 +245,7 @@ impl Loader {
             .get_or_try_init(|| async {
                 let bytes = match &plugin.wasm {
                     Wasm::Builtin(builtin) => {
-                        if let Some(component) = self.embedded(builtin) {
+                        if let Some(component) = self.embedded(builtin).await {
                             return Ok(component);
                         }
                         // Part of this binary: no need to check its digest again.
@@ -272,15 +272,20 @@ impl Loader {
     }
 
     /// The built-in's code precompiled at build time, when it was compiled for an
-    /// engine configured like this one (see `runtime::builtin`).
-    fn embedded(&self, builtin: &Builtin) -> Option<Component> {
+    /// engine configured like this one (see `runtime::builtin`). Loaded off the async
+    /// threads, like a compile, so that a run's plugins load side by side.
+    async fn embedded(&self, builtin: &'static Builtin) -> Option<Component> {
         if self.engine_key != PRECOMPILED_FOR {
             return None;
         }
-        // SAFETY: these bytes are part of this executable: `build.rs` made them with
-        // `precompile_component` of an engine with this configuration key.
-        let component =
-            unsafe { Component::deserialize(&self.engine, builtin.precompiled) }.ok()?;
+        let engine = self.engine.clone();
+        let component = tokio::task::spawn_blocking(move || {
+            // SAFETY: these bytes are part of this executable: `build.rs` made them
+            // with `precompile_component` of an engine with this configuration key.
+            unsafe { Component::deserialize(&engine, builtin.precompiled) }.ok()
+        })
+        .await
+        .ok()??;
         self.counters.embedded.fetch_add(1, Ordering::Relaxed);
         Some(component)
     }

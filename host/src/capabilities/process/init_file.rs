@@ -60,12 +60,15 @@ fn unchanged(file: &InitFile) -> bool {
     })
 }
 
+/// What the file is named by: a key of the embedded init's contents, computed at build
+/// time (see `host/build.rs`).
+const INIT_KEY: &str = env!("AGENTGATE_SANDBOX_INIT_KEY");
+
 /// Writes the init when it is missing, then checks what is there.
 fn place(binary: &[u8]) -> Result<InitFile, Error> {
     // SAFETY: geteuid has no preconditions.
     let uid = unsafe { libc::geteuid() };
-    let digest = blake3::hash(binary).to_hex();
-    let path = std::env::temp_dir().join(format!("agentgate-sandbox-init-{uid}-{}", &digest[..16]));
+    let path = std::env::temp_dir().join(format!("agentgate-sandbox-init-{uid}-{INIT_KEY}"));
     if !path.exists() {
         write_new(&path, binary).map_err(|e| unusable(&path, &e.to_string()))?;
     }
@@ -111,9 +114,7 @@ fn open_checked(path: &Path, expected: &[u8], uid: u32) -> Result<InitFile, Stri
             meta.mode() & 0o7777
         ));
     }
-    let mut found = Vec::with_capacity(expected.len());
-    file.read_to_end(&mut found).map_err(|e| e.to_string())?;
-    if found != expected {
+    if !holds_exactly(&mut file, expected).map_err(|e| e.to_string())? {
         return Err("its contents are not agentgate's sandbox init".into());
     }
     Ok(InitFile {
@@ -121,6 +122,24 @@ fn open_checked(path: &Path, expected: &[u8], uid: u32) -> Result<InitFile, Stri
         file,
         checked_at: (meta.ctime(), meta.ctime_nsec()),
     })
+}
+
+/// Whether `file` (read from its start) holds exactly `expected`. Compared a chunk at a
+/// time: reading the whole file into one buffer first faults in 1.7 MB of fresh
+/// memory on every start.
+fn holds_exactly(file: &mut std::fs::File, expected: &[u8]) -> std::io::Result<bool> {
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut rest = expected;
+    loop {
+        let read = file.read(&mut chunk)?;
+        if read == 0 {
+            return Ok(rest.is_empty());
+        }
+        if read > rest.len() || chunk[..read] != rest[..read] {
+            return Ok(false);
+        }
+        rest = &rest[read..];
+    }
 }
 
 fn unusable(path: &Path, why: &str) -> Error {
@@ -169,6 +188,21 @@ mod tests {
             .contains("writable"));
         std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o555)).unwrap();
         assert!(open_checked(&other, b"not the init", uid + 1).is_err());
+        // A copy cut short, or with anything after the init, is not the init.
+        for (name, bytes) in [
+            ("short", &init[..init.len() - 1]),
+            ("long", &[init, b"x"].concat()[..]),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o555)).unwrap();
+            assert!(
+                open_checked(&path, init, uid)
+                    .unwrap_err()
+                    .contains("contents"),
+                "{name}"
+            );
+        }
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&other, &link).unwrap();
         assert!(open_checked(&link, b"not the init", uid).is_err());
