@@ -13,6 +13,13 @@ pub struct Plugins<'a> {
     pub driver: &'a LoadedPlugin,
 }
 
+impl<'a> Plugins<'a> {
+    /// The three, in the order a run uses them.
+    pub fn all(&self) -> [&'a LoadedPlugin; 3] {
+        [self.source, self.provider, self.driver]
+    }
+}
+
 /// Something wrong between a TaskSpec and the installed plugins.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginProblem {

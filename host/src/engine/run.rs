@@ -161,49 +161,58 @@ async fn start(
     check_host_paths(&host_paths, &request.spec)?;
     check_egress_cap(runtime, &request.spec)?;
 
-    let run_id = uuid::Uuid::now_v7().simple().to_string();
-    // The registry first: a run it cannot record could not be cleaned up after a crash,
-    // so it is refused before anything is made for it, its folder included.
-    let tracker = Tracker::start(
-        &request.home,
-        &run_id,
-        &request.spec.metadata.name,
-        &RunFolder::location(&request.home, &run_id),
-    )
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let opened = RunFolder::create(&request.home, &run_id, redactor.clone())
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot create the run folder under {}: {e}",
-                request.home.display()
-            )
-        })
-        .and_then(|folder| {
-            let events = EventSink::new(
-                &run_id,
-                &folder.events(),
-                request.observer.take(),
-                redactor.clone(),
-            )
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", folder.events().display()))?;
-            Ok((folder, Arc::new(events)))
-        });
-    let (folder, events) = match opened {
-        Ok(opened) => opened,
-        Err(e) => {
-            // Nothing was started: the row must not wait for gc as an orphan.
-            let _ = tracker.finished("error");
-            return Err(e.into());
+    // The built-ins load while the run is recorded and its folder made: on two cores
+    // that takes their loading off the run's path.
+    let run_plugins = plugins.all();
+    let preload = runtime.preload_builtins(&run_plugins);
+    let set_up = async {
+        let run_id = uuid::Uuid::now_v7().simple().to_string();
+        // The registry first: a run it cannot record could not be cleaned up after a
+        // crash, so it is refused before anything is made for it, its folder included.
+        let tracker = Tracker::start(
+            &request.home,
+            &run_id,
+            &request.spec.metadata.name,
+            &RunFolder::location(&request.home, &run_id),
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let opened = RunFolder::create(&request.home, &run_id, redactor.clone())
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot create the run folder under {}: {e}",
+                    request.home.display()
+                )
+            })
+            .and_then(|folder| {
+                let events = EventSink::new(
+                    &run_id,
+                    &folder.events(),
+                    request.observer.take(),
+                    redactor.clone(),
+                )
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", folder.events().display()))?;
+                Ok((folder, Arc::new(events)))
+            });
+        let (folder, events) = match opened {
+            Ok(opened) => opened,
+            Err(e) => {
+                // Nothing was started: the row must not wait for gc as an orphan.
+                let _ = tracker.finished("error");
+                return Err(e.into());
+            }
+        };
+        // The TaskSpec as the run understood it, for `agentgate report`: masked like
+        // everything in the folder, since `${VAR}`s were interpolated into it.
+        if let Err(e) =
+            folder.write_taskspec(&recorded_taskspec(&request.spec, request.prompt.as_deref()))
+        {
+            events.host_log("error", format!("writing taskspec.json: {e}"));
         }
+        reap_orphans(runtime, &request.home, &events).await;
+        Ok::<_, RunError>((run_id, tracker, folder, events))
     };
-    // The TaskSpec as the run understood it, for `agentgate report`: masked like
-    // everything in the folder, since `${VAR}`s were interpolated into it.
-    if let Err(e) =
-        folder.write_taskspec(&recorded_taskspec(&request.spec, request.prompt.as_deref()))
-    {
-        events.host_log("error", format!("writing taskspec.json: {e}"));
-    }
-    reap_orphans(runtime, &request.home, &events).await;
+    let ((), set_up) = tokio::join!(preload, set_up);
+    let (run_id, tracker, folder, events) = set_up?;
     let mut run = Run {
         runtime,
         spec: &request.spec,
@@ -373,12 +382,10 @@ impl Run<'_> {
     /// Compiles the run's three plugins, or reads them from the compile cache, side by
     /// side (each on a blocking thread).
     async fn load_plugins(&mut self) -> Result<(), Outcome> {
-        tokio::try_join!(
-            self.runtime.load(self.plugins.source),
-            self.runtime.load(self.plugins.provider),
-            self.runtime.load(self.plugins.driver),
-        )
-        .map_err(Outcome::plugin)?;
+        let loads = self.plugins.all().map(|plugin| self.runtime.load(plugin));
+        futures_util::future::try_join_all(loads)
+            .await
+            .map_err(Outcome::plugin)?;
         Ok(())
     }
 

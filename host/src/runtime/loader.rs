@@ -271,6 +271,11 @@ impl Loader {
             .await
     }
 
+    /// Whether `plugin` is a built-in whose precompiled code this engine can load.
+    pub(crate) fn has_embedded_code(&self, plugin: &LoadedPlugin) -> bool {
+        matches!(plugin.wasm, Wasm::Builtin(_)) && self.engine_key == PRECOMPILED_FOR
+    }
+
     /// The built-in's code precompiled at build time, when it was compiled for an
     /// engine configured like this one (see `runtime::builtin`). Loaded off the async
     /// threads, like a compile, so that a run's plugins load side by side.

@@ -168,6 +168,18 @@ impl Runtime {
         self.loader.component(plugin).await.map(|_| ())
     }
 
+    /// Loads those of `plugins` whose native code is part of this binary (built-ins
+    /// precompiled for this engine), side by side, off the async threads. Only a
+    /// head start: [`Runtime::load`] in the run's `plugins` phase reports what failed
+    /// here, and loads what must be compiled, under the run's timeout.
+    pub async fn preload_builtins(&self, plugins: &[&LoadedPlugin]) {
+        let loads = plugins
+            .iter()
+            .filter(|plugin| self.loader.has_embedded_code(plugin))
+            .map(|plugin| self.load(plugin));
+        futures_util::future::join_all(loads).await;
+    }
+
     /// What loading compiled, read from the caches and described so far.
     pub fn load_stats(&self) -> LoadStats {
         self.loader.stats()
