@@ -247,6 +247,12 @@ fn running_pod(namespace: &Namespace) -> Value {
     pod
 }
 
+/// `agentgate gc` in `home`, which must succeed.
+fn gc(home: &Home) {
+    let gc = home.agentgate(&["gc"]);
+    assert!(gc.status.success(), "{}", stderr(&gc));
+}
+
 fn sigkill(child: &mut std::process::Child) {
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
@@ -606,8 +612,7 @@ fn kill_9_mid_run_then_gc_leaves_nothing_and_the_pod_had_a_deadline() {
         !namespace.run_objects(Some(&run)).is_empty(),
         "nothing to reap: the test proves nothing"
     );
-    let gc = home.agentgate(&["gc"]);
-    assert!(gc.status.success(), "{}", stderr(&gc));
+    gc(&home);
     assert!(
         eventually(60, || namespace.run_objects(Some(&run)).is_empty()),
         "gc left {:?}",
@@ -646,16 +651,14 @@ fn gc_in_one_home_never_touches_the_live_or_dead_runs_of_another() {
     );
     sigkill(&mut dead);
     let before = namespace.run_objects(None);
-    let gc = home_b.agentgate(&["gc"]);
-    assert!(gc.status.success(), "{}", stderr(&gc));
+    gc(&home_b);
     assert_eq!(
         namespace.run_objects(None),
         before,
         "gc in another home removed objects"
     );
     // The dead run's own home reaps it, and only it.
-    let gc = dead_a.agentgate(&["gc"]);
-    assert!(gc.status.success(), "{}", stderr(&gc));
+    gc(&dead_a);
     let dead_run = run_id(&dead_a);
     assert!(eventually(60, || namespace
         .run_objects(Some(&dead_run))
@@ -665,8 +668,7 @@ fn gc_in_one_home_never_touches_the_live_or_dead_runs_of_another() {
         "the live run lost its objects"
     );
     sigkill(&mut live);
-    let gc = home_a.agentgate(&["gc"]);
-    assert!(gc.status.success(), "{}", stderr(&gc));
+    gc(&home_a);
     assert!(
         eventually(60, || namespace.run_objects(None).is_empty()),
         "{:?}",
