@@ -319,33 +319,44 @@ impl Kill for ExecKiller {
     }
 }
 
-/// How long a round of [`kill_tree`] waits for the processes it stopped to be stopped.
-const STOP_SETTLE: Duration = Duration::from_millis(50);
+/// How long [`kill_tree`] keeps freezing a tree before it kills what it froze, however
+/// slowly the processes stop (a loaded machine) or however fast they fork.
+const FREEZE_BUDGET: Duration = Duration::from_secs(5);
 
 /// Freezes `root` and every descendant until no new one appears, then kills them all.
 ///
-/// A stopped process cannot fork, so once every process listed is seen stopped a
-/// fresh listing is complete; a fork bomb is caught whole. Killing only after the
-/// whole tree is frozen keeps children from being reparented out of reach.
+/// A stopped process cannot fork, so a listing taken once every process listed before
+/// has been seen stopped is complete: the tree is frozen when such a listing finds no
+/// new process. A fork bomb is caught whole. Killing only after the whole tree is
+/// frozen keeps children from being reparented out of reach.
+///
+/// A process waiting in the kernel (`D`) also counts as stopped: it handles the pending
+/// stop before it runs any code of its own, so it cannot fork first. That is where a
+/// shell waits for a child it made with `vfork` (dash does, for simple commands), and
+/// that child was stopped before it could exec: waiting for the shell to show `T`
+/// would wait forever.
 fn kill_tree(root: libc::pid_t) {
+    let deadline = std::time::Instant::now() + FREEZE_BUDGET;
+    let settled = |pid: &libc::pid_t| {
+        Stat::of(*pid).is_none_or(|stat| stat.is_stopped_or_dead() || stat.state == 'D')
+    };
     let mut frozen = HashSet::new();
-    for _ in 0..20 {
+    loop {
+        while !frozen.iter().all(settled) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let new: Vec<_> = descendants(root)
             .into_iter()
             .filter(|pid| !frozen.contains(pid))
             .collect();
-        if new.is_empty() {
-            break;
-        }
+        let out_of_time = std::time::Instant::now() >= deadline;
         for &pid in &new {
             // SAFETY: kill has no memory-safety preconditions.
             unsafe { libc::kill(pid, libc::SIGSTOP) };
             frozen.insert(pid);
         }
-        let settle = std::time::Instant::now() + STOP_SETTLE;
-        let settled = |pid| Stat::of(pid).is_none_or(|stat| stat.is_stopped_or_dead());
-        while !new.iter().copied().all(settled) && std::time::Instant::now() < settle {
-            std::thread::sleep(Duration::from_millis(1));
+        if new.is_empty() || out_of_time {
+            break;
         }
     }
     for &pid in &frozen {
