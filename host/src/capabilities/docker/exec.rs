@@ -341,6 +341,8 @@ fn kill_tree(root: libc::pid_t) {
         Stat::of(*pid).is_none_or(|stat| stat.is_stopped_or_dead() || stat.state == 'D')
     };
     let mut frozen = HashSet::new();
+    // In the order found: each process after its parent.
+    let mut found = Vec::new();
     loop {
         while !frozen.iter().all(settled) && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
@@ -354,18 +356,24 @@ fn kill_tree(root: libc::pid_t) {
             // SAFETY: kill has no memory-safety preconditions.
             unsafe { libc::kill(pid, libc::SIGSTOP) };
             frozen.insert(pid);
+            found.push(pid);
         }
         if new.is_empty() || out_of_time {
             break;
         }
     }
-    for &pid in &frozen {
+    // Children before parents, the root last. When a process group loses the member
+    // that tied it to another group (here the root), the kernel wakes its stopped
+    // members with SIGHUP and SIGCONT; one that ignores SIGHUP would run, and fork,
+    // unless its SIGKILL is already pending.
+    for &pid in found.iter().rev() {
         // SAFETY: as above.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
 }
 
-/// `root` (while alive) and every live process below it, from the host's /proc.
+/// `root` (while alive) and every live process below it, each after its parent, from
+/// the host's /proc.
 fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
     let mut children: HashMap<libc::pid_t, Vec<libc::pid_t>> = HashMap::new();
     let mut alive = HashSet::new();
@@ -470,7 +478,9 @@ mod tests {
     fn a_forking_tree_is_frozen_whole_and_killed() {
         // Every shell keeps forking copies of itself (to a bounded depth) while it is
         // killed; one that slipped out would be reparented and keep the group alive.
-        let script = "f() { [ $1 -lt 5 ] || exec sleep 60; \
+        // They ignore SIGHUP, as a hostile agent would: the kernel sends SIGHUP and
+        // SIGCONT to the stopped members of a group that lost its tie to its parent's.
+        let script = "trap '' HUP; f() { [ $1 -lt 5 ] || exec sleep 60; \
                       for i in 1 2 3; do (f $(($1 + 1))) & sleep 0.02; done; wait; }; f 0";
         let mut child = std::process::Command::new("sh")
             .args(["-c", script])
@@ -488,7 +498,14 @@ mod tests {
         while !live_members(root).is_empty() && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert_eq!(live_members(root), Vec::<libc::pid_t>::new());
+        let left: Vec<_> = live_members(root)
+            .into_iter()
+            .map(|pid| (pid, Stat::of(pid).map(|s| (s.state, s.parent))))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "left alive (pid, (state, parent)): {left:?}"
+        );
     }
 
     /// Live processes in process group `group`, wherever they were reparented.
