@@ -48,7 +48,10 @@ echo $$
 exec "$@""#;
 
 /// Freezes `$1` and every process below it (by parent, through `/proc`), then kills
-/// them all: a stopped process cannot fork, so a tree is caught whole.
+/// them all: a stopped process cannot fork, so a tree is caught whole. Each process
+/// found is put first in the list, so they are killed newest first and the root last:
+/// a stopped member of a group that loses its root is woken by the kernel (SIGHUP,
+/// SIGCONT), and must have its SIGKILL pending by then (see `docker::exec`).
 const KILL_TREE: &str = r#"r=$1
 case "$r" in ''|0|1|*[!0-9]*) exit 0;; esac
 kill -STOP "$r" 2>/dev/null
@@ -61,7 +64,7 @@ while [ $n -lt 50 ]; do
     case "$f" in *" $p "*) continue;; esac
     { read -r s < "$d/stat"; } 2>/dev/null || continue
     set -- ${s##*) }
-    case "$f" in *" $2 "*) kill -STOP "$p" 2>/dev/null; f="$f$p "; more=1;; esac
+    case "$f" in *" $2 "*) kill -STOP "$p" 2>/dev/null; f=" $p$f"; more=1;; esac
   done
   [ -z "$more" ] && break
 done
