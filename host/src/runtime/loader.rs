@@ -55,8 +55,9 @@ struct Counters {
 
 pub(crate) struct Loader {
     engine: Engine,
-    /// `engine_config::engine_key` of `engine`.
-    engine_key: String,
+    /// Whether the built-ins' precompiled code was made for an engine configured like
+    /// `engine` (`engine_config::engine_key`), so that it can load it.
+    builtins_precompiled_for_it: bool,
     linker: Linker<PluginState>,
     cache: Option<Arc<ComponentCache>>,
     limits: PluginLimits,
@@ -73,7 +74,7 @@ impl Loader {
         observer: Option<Arc<dyn LoadObserver>>,
     ) -> Loader {
         Loader {
-            engine_key: engine_key(&engine),
+            builtins_precompiled_for_it: engine_key(&engine) == PRECOMPILED_FOR,
             engine,
             linker,
             cache: cache.map(Arc::new),
@@ -273,14 +274,14 @@ impl Loader {
 
     /// Whether `plugin` is a built-in whose precompiled code this engine can load.
     pub(crate) fn has_embedded_code(&self, plugin: &LoadedPlugin) -> bool {
-        matches!(plugin.wasm, Wasm::Builtin(_)) && self.engine_key == PRECOMPILED_FOR
+        matches!(plugin.wasm, Wasm::Builtin(_)) && self.builtins_precompiled_for_it
     }
 
     /// The built-in's code precompiled at build time, when it was compiled for an
     /// engine configured like this one (see `runtime::builtin`). Loaded off the async
     /// threads, like a compile, so that a run's plugins load side by side.
     async fn embedded(&self, builtin: &'static Builtin) -> Option<Component> {
-        if self.engine_key != PRECOMPILED_FOR {
+        if !self.builtins_precompiled_for_it {
             return None;
         }
         let engine = self.engine.clone();
