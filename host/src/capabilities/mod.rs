@@ -131,6 +131,8 @@ pub struct RunContext {
     exec_ids: AtomicU64,
     /// Directories the run's repositories may be in (see [`RunContext::allow_repo_root`]).
     repo_roots: std::sync::Mutex<Vec<std::path::PathBuf>>,
+    /// What copies from the sandbox back to the host left out (see [`RunContext::record_left_out`]).
+    left_out: std::sync::Mutex<Vec<crate::record::LeftOutFile>>,
 }
 
 impl RunContext {
@@ -153,6 +155,7 @@ impl RunContext {
             active: true,
             exec_ids: AtomicU64::new(0),
             repo_roots: Default::default(),
+            left_out: Default::default(),
         })
     }
 
@@ -168,6 +171,7 @@ impl RunContext {
             active: false,
             exec_ids: AtomicU64::new(0),
             repo_roots: Default::default(),
+            left_out: Default::default(),
         })
     }
 
@@ -236,6 +240,24 @@ impl RunContext {
 
     pub(crate) fn repo_roots(&self) -> Vec<std::path::PathBuf> {
         self.repo_roots.lock().unwrap().clone()
+    }
+
+    /// Records an entry of the sandbox that a copy back to the host left out: the host
+    /// capability that moved the files says so itself, whatever the plugin reports, and
+    /// the run cannot end `succeeded` with any.
+    pub fn record_left_out(&self, path: impl Into<String>, reason: impl Into<String>) {
+        self.left_out
+            .lock()
+            .unwrap()
+            .push(crate::record::LeftOutFile {
+                path: path.into(),
+                reason: reason.into(),
+            });
+    }
+
+    /// Everything [`Self::record_left_out`] recorded so far.
+    pub fn left_out(&self) -> Vec<crate::record::LeftOutFile> {
+        self.left_out.lock().unwrap().clone()
     }
 }
 

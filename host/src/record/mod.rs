@@ -30,6 +30,6 @@ pub use folder::{RunFolder, SandboxState, WORKSPACE_SCRATCH};
 pub use logs::{append_plugin_log, LogSize, OutputLogs, MAX_LOG_BYTES};
 pub use redact::{is_secret_name, MaskStream, Redactor};
 pub use result::{
-    result_schema, AgentRecord, LogsRecord, PatchRecord, PluginRecord, ResourceUsage, RunResult,
-    RunStatus, SandboxInfo, WorkspaceRecord, RESULT_VERSION,
+    result_schema, AgentRecord, LeftOutFile, LogsRecord, PatchRecord, PluginRecord, ResourceUsage,
+    RunResult, RunStatus, SandboxInfo, WorkspaceRecord, RESULT_VERSION,
 };

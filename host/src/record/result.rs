@@ -289,3 +289,14 @@ mod tests {
         assert_eq!(json.matches("before *** after").count(), 10, "{json}");
     }
 }
+
+/// A file or folder of the sandbox that a copy back to the host left out, and why
+/// (a link, a device, a file over a cap, a copy cut short). A run that left out anything
+/// it changed is not a success: `status` is `error` and `leftOut` names each entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LeftOutFile {
+    /// The path below the workspace, escaped like `modifiedFiles` paths.
+    pub path: String,
+    pub reason: String,
+}
