@@ -1205,3 +1205,107 @@ fn the_recorded_taskspec_is_masked_and_has_the_prompt_the_run_was_given() {
     assert!(page.contains("DEPLOY_TOKEN: &#39;***&#39;"), "{page}");
     assert!(page.contains("from the flag") && !page.contains(token));
 }
+
+#[test]
+fn a_credential_written_in_the_task_spec_is_masked_everywhere_and_validate_says_where_it_belongs() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let key = "sk-ant-literal-in-the-taskspec-0123456789";
+    // The agent prints the key, base64 aside, and writes it into a file it leaves.
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: none\n  environment:\n    NODE_ENV: production\n    ANTHROPIC_API_KEY: \"{key}\"\n{}",
+        workspace.path().display(),
+        shell_agent("echo \"key=$ANTHROPIC_API_KEY\"; echo \"$ANTHROPIC_API_KEY\" > leaked.txt")
+    );
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(&path, task_spec("literal-key", "x", &execution)).unwrap();
+
+    let validate = home.agentgate(&["validate", path.to_str().unwrap()]);
+    let said = stderr(&validate);
+    assert!(validate.status.success(), "{said}");
+    assert!(
+        said.contains("warning: spec.execution.sandbox.environment.ANTHROPIC_API_KEY (line ")
+            && said.contains("--secret-env ANTHROPIC_API_KEY")
+            && !said.contains(key)
+            && !said.contains("NODE_ENV"),
+        "{said}"
+    );
+
+    let output = home.agentgate(&["run", path.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("warning: spec.execution.sandbox.environment.ANTHROPIC_API_KEY"));
+    // The agent had the key (the file it wrote holds it)...
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("leaked.txt")).unwrap().trim(),
+        key
+    );
+    // ...and nothing agentgate recorded or printed does.
+    let run_id = home.result()["runId"].as_str().unwrap().to_string();
+    let report = home.agentgate(&["report", &run_id]);
+    assert!(report.status.success(), "{}", stderr(&report));
+    let spec: serde_json::Value = serde_json::from_str(&home.log("taskspec.json")).unwrap();
+    assert_eq!(
+        spec["spec"]["execution"]["sandbox"]["environment"]["ANTHROPIC_API_KEY"],
+        "***"
+    );
+    assert_eq!(
+        spec["spec"]["execution"]["sandbox"]["environment"]["NODE_ENV"],
+        "production"
+    );
+    assert!(home.log("stdout.log").contains("key=***"));
+    for entry in std::fs::read_dir(home.run_folder()).unwrap() {
+        let file = entry.unwrap().path();
+        if file.is_file() {
+            let bytes = std::fs::read(&file).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(key),
+                "the key is in {}",
+                file.display()
+            );
+        }
+    }
+    assert!(!stdout(&output).contains(key) && !stderr(&output).contains(key));
+}
+
+#[test]
+fn report_neither_hangs_on_a_fifo_nor_writes_through_a_planted_link() {
+    let home = Home::new();
+    let workspace = tempfile::tempdir().unwrap();
+    let execution = format!(
+        "workspace:\n  source: local\n  path: {}\nsandbox:\n  provider: none\n{}",
+        workspace.path().display(),
+        shell_agent("echo ok")
+    );
+    let output = home.run_spec(&task_spec("planted", "x", &execution));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let run_id = home.result()["runId"].as_str().unwrap().to_string();
+    let folder = home.run_folder();
+    // Whoever could write the run folder puts a FIFO where the patch is read and a
+    // link to a file of the user's where the page is written.
+    let victim = home.dir.path().join("victim.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    let fifo = folder.join("changes.patch");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    std::os::unix::fs::symlink(&victim, folder.join("report.html")).unwrap();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentgate"))
+        .args(["report", &run_id])
+        .env("AGENTGATE_HOME", home.dir.path())
+        .env_remove("AGENTGATE_PLUGIN_PATH")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ended = support::eventually(20, || child.try_wait().unwrap().is_some());
+    if !ended {
+        let _ = child.kill();
+    }
+    let report = child.wait_with_output().unwrap();
+    assert!(ended, "agentgate report blocked on the FIFO");
+    assert!(report.status.success(), "{}", stderr(&report));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    let page = folder.join("report.html");
+    assert!(std::fs::symlink_metadata(&page).unwrap().file_type().is_file());
+    assert!(std::fs::read_to_string(&page).unwrap().contains("planted"));
+}

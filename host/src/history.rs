@@ -7,18 +7,23 @@
 //! way, or one whose agentgate died and no gc has seen yet: the sandbox registry
 //! tells which. Run ids are UUIDv7, ordered by when the run began, so the newest
 //! runs are found without reading the others. Everything read here was masked when
-//! it was written; nothing here writes.
+//! it was written; nothing here writes. Each folder is read through
+//! [`OpenedRunFolder`]: no symlink is followed, no FIFO blocks a read, every read is
+//! bounded.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::record::{RunResult, RunStatus, RESULT_VERSION};
+use crate::record::{OpenedRunFolder, RunResult, RunStatus, RESULT_VERSION};
 use crate::registry::{effective_state, Registry, RunRow, RunState};
 
 /// The most of `changes.patch` read back.
 pub const MAX_PATCH_BYTES: u64 = 8 << 20;
+
+/// The most of `result.json` or `taskspec.json` read back: far above what a run writes.
+const MAX_RECORD_BYTES: u64 = 64 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
@@ -176,8 +181,14 @@ impl RegistryView {
 impl RecordedRun {
     fn read(home: &Path, run_id: String, registry: &RegistryView) -> RecordedRun {
         let folder = home.join("runs").join(&run_id);
-        let record = match std::fs::read_to_string(folder.join("result.json")) {
-            Ok(text) => match parse_result(&text) {
+        let text = OpenedRunFolder::open(&folder)
+            .and_then(|opened| opened.read("result.json", MAX_RECORD_BYTES));
+        let record = match text {
+            Ok((_, true)) => Record::Unreadable(format!(
+                "result.json: larger than {} MiB",
+                MAX_RECORD_BYTES >> 20
+            )),
+            Ok((bytes, false)) => match parse_result(&String::from_utf8_lossy(&bytes)) {
                 Ok(result) => Record::Ended(Box::new(result)),
                 Err(why) => Record::Unreadable(format!("result.json: {why}")),
             },
@@ -198,6 +209,11 @@ impl RecordedRun {
         }
     }
 
+    /// The run's folder, opened to be read (or added to) without following links.
+    pub fn opened(&self) -> std::io::Result<OpenedRunFolder> {
+        OpenedRunFolder::open(&self.folder)
+    }
+
     /// The result, when the run is over and it could be read.
     pub fn result(&self) -> Option<&RunResult> {
         match &self.record {
@@ -208,14 +224,19 @@ impl RecordedRun {
 
     /// The TaskSpec the run recorded (`taskspec.json`), when there is one.
     pub fn taskspec(&self) -> Option<serde_json::Value> {
-        let text = std::fs::read_to_string(self.folder.join("taskspec.json")).ok()?;
-        serde_json::from_str(&text).ok()
+        let (bytes, cut) = self
+            .opened()
+            .and_then(|opened| opened.read("taskspec.json", MAX_RECORD_BYTES))
+            .ok()?;
+        (!cut).then(|| serde_json::from_slice(&bytes).ok()).flatten()
     }
 
     /// The events of `events.ndjson` in order; a line that is not a JSON object is
     /// skipped (a crash can cut the last one short).
     pub fn events(&self) -> impl Iterator<Item = serde_json::Value> {
-        let lines = std::fs::File::open(self.folder.join("events.ndjson"))
+        let lines = self
+            .opened()
+            .and_then(|opened| opened.open_file("events.ndjson"))
             .map(|file| BufReader::new(file).lines())
             .ok();
         lines
@@ -229,13 +250,10 @@ impl RecordedRun {
     /// `changes.patch` (git workspaces), at most [`MAX_PATCH_BYTES`] of it, and
     /// whether it was cut there.
     pub fn patch(&self) -> Option<(String, bool)> {
-        let file = std::fs::File::open(self.folder.join("changes.patch")).ok()?;
-        let mut bytes = Vec::new();
-        file.take(MAX_PATCH_BYTES + 1)
-            .read_to_end(&mut bytes)
+        let (bytes, cut) = self
+            .opened()
+            .and_then(|opened| opened.read("changes.patch", MAX_PATCH_BYTES))
             .ok()?;
-        let cut = bytes.len() as u64 > MAX_PATCH_BYTES;
-        bytes.truncate(MAX_PATCH_BYTES as usize);
         Some((String::from_utf8_lossy(&bytes).into_owned(), cut))
     }
 

@@ -18,21 +18,30 @@ pub struct ReportArgs {
     output: Option<PathBuf>,
 }
 
+/// The page's name in the run's folder.
+const REPORT_FILE: &str = "report.html";
+
 pub fn run(cli: &Cli, args: &ReportArgs) -> ExitCode {
     let run = match history::find(cli.home(), &args.run) {
         Ok(run) => run,
         Err(e) => return fail(history_exit_code(&e), e),
     };
     let page = crate::report::render(&run);
-    let path = args
-        .output
-        .clone()
-        .unwrap_or_else(|| run.folder.join("report.html"));
-    if path.as_os_str() == "-" {
-        print!("{page}");
-        return ExitCode::SUCCESS;
-    }
-    if let Err(e) = std::fs::write(&path, page) {
+    // The page goes where the user said, or beside the run's record, replacing
+    // whatever is at its name there (never writing through a planted link).
+    let (path, written) = match &args.output {
+        Some(path) if path.as_os_str() == "-" => {
+            print!("{page}");
+            return ExitCode::SUCCESS;
+        }
+        Some(path) => (path.clone(), std::fs::write(path, page)),
+        None => (
+            run.folder.join(REPORT_FILE),
+            run.opened()
+                .and_then(|folder| folder.replace(REPORT_FILE, page.as_bytes())),
+        ),
+    };
+    if let Err(e) = written {
         return fail(
             EXIT_ERROR,
             format!(

@@ -48,6 +48,9 @@ pub async fn run(cli: &Cli, args: &RunArgs, interrupts: &Interrupts) -> ExitCode
             )
         }
     };
+    for credential in crate::taskspec::literal_credentials(&text, &is_secret_name) {
+        eprintln!("{}: warning: {credential}", args.task.display());
+    }
     let mut secrets = Vec::new();
     for name in &args.secret_env {
         match std::env::var(name) {

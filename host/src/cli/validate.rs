@@ -11,6 +11,7 @@ use std::process::ExitCode;
 
 use super::Cli;
 use crate::engine::{resolve_plugins, PluginProblem};
+use crate::record::is_secret_name;
 use crate::runtime::host_paths::HostPaths;
 
 #[derive(Debug, clap::Args)]
@@ -42,14 +43,23 @@ pub async fn run(cli: &Cli, args: &ValidateArgs) -> ExitCode {
         }
     };
     for file in &args.files {
-        let spec = match crate::taskspec::parse_file(file) {
-            Ok(spec) => spec,
+        let parsed = crate::taskspec::read(file).and_then(|text| {
+            let spec = crate::taskspec::parse(&text, &file.to_string_lossy(), &|name| {
+                std::env::var(name).ok()
+            })?;
+            Ok((text, spec))
+        });
+        let (text, spec) = match parsed {
+            Ok(parsed) => parsed,
             Err(e) => {
                 failed = true;
                 eprintln!("{}: {e}", file.display());
                 continue;
             }
         };
+        for credential in crate::taskspec::literal_credentials(&text, &is_secret_name) {
+            eprintln!("{}: warning: {credential}", file.display());
+        }
         let problems = match &runtime {
             Some(runtime) => resolve_plugins(runtime, &spec).err().unwrap_or_default(),
             None => Vec::new(),

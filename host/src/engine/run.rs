@@ -111,12 +111,20 @@ impl Outcome {
 
 /// Runs a TaskSpec to the end and writes its folder.
 pub async fn run(runtime: &Runtime, mut request: RunRequest) -> Result<RunReport, RunError> {
+    // A credential written in the TaskSpec's environment is masked like one passed in.
+    let environment = &request.spec.spec.execution.sandbox.environment;
     let redactor = Arc::new(Redactor::new(
         request
             .secrets
             .iter()
             .map(|(_, value)| value.clone())
-            .chain(request.redact.iter().cloned()),
+            .chain(request.redact.iter().cloned())
+            .chain(
+                environment
+                    .iter()
+                    .filter(|(name, _)| crate::record::is_secret_name(name))
+                    .map(|(_, value)| value.clone()),
+            ),
     ));
     // An error message may quote the TaskSpec, and so a secret interpolated into it.
     start(runtime, &mut request, redactor.clone())

@@ -10,9 +10,13 @@
 //! shows a bind mount's host path in the sandbox's `/proc/self/mountinfo`, so a HOME
 //! bound from the run's folder would tell the agent where `AGENTGATE_HOME` is.
 
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use rustix::fs::{FileType, Mode, OFlags};
 
 use super::logs::{append_plugin_log, OutputLogs};
 use super::redact::Redactor;
@@ -205,6 +209,82 @@ impl RunFolder {
     }
 }
 
+/// A run folder opened to be read back or added to (`agentgate report`, `runs`,
+/// `show`), by the rules the workspace is read by: the folder and each file are opened
+/// without following a symlink, a file is read only when the opened descriptor is a
+/// regular file (a FIFO put in its place neither blocks nor is read), every read is
+/// bounded, and a file is replaced by a rename, never written through whatever is at
+/// its name.
+pub struct OpenedRunFolder {
+    dir: OwnedFd,
+}
+
+/// How a run folder's file is opened to be read: a FIFO or device must not block the
+/// open, a terminal must not become ours, a symlink is not followed.
+const READ_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::NOCTTY)
+    .union(OFlags::CLOEXEC);
+
+impl OpenedRunFolder {
+    /// Opens the folder at `path`; a symlink there is refused (`ELOOP`/`ENOTDIR`).
+    pub fn open(path: &Path) -> std::io::Result<OpenedRunFolder> {
+        let dir = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(OpenedRunFolder { dir })
+    }
+
+    /// The regular file `name` of the folder, opened for reading.
+    pub fn open_file(&self, name: &str) -> std::io::Result<std::fs::File> {
+        let fd = rustix::fs::openat(&self.dir, name, READ_FLAGS, Mode::empty())?;
+        let kind = FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode);
+        if kind != FileType::RegularFile {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{name} is not a regular file ({kind:?}); it is not read"),
+            ));
+        }
+        // Reads of a regular file never block; clear the flag all the same.
+        rustix::fs::fcntl_setfl(&fd, OFlags::empty())?;
+        Ok(std::fs::File::from(fd))
+    }
+
+    /// At most `max` bytes of the regular file `name`, and whether it held more.
+    pub fn read(&self, name: &str, max: u64) -> std::io::Result<(Vec<u8>, bool)> {
+        let mut bytes = Vec::new();
+        self.open_file(name)?
+            .take(max.saturating_add(1))
+            .read_to_end(&mut bytes)?;
+        let cut = bytes.len() as u64 > max;
+        bytes.truncate(max as usize);
+        Ok((bytes, cut))
+    }
+
+    /// Writes `name` as a new file and renames it into place: whatever was at the name
+    /// (a symlink, a FIFO) is replaced, never written through.
+    pub fn replace(&self, name: &str, contents: &[u8]) -> std::io::Result<()> {
+        let temporary = format!(".{name}.{}", uuid::Uuid::new_v4().simple());
+        let fd = rustix::fs::openat(
+            &self.dir,
+            temporary.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?;
+        let written = std::fs::File::from(fd).write_all(contents).and_then(|()| {
+            rustix::fs::renameat(&self.dir, temporary.as_str(), &self.dir, name)
+                .map_err(std::io::Error::from)
+        });
+        if written.is_err() {
+            let _ = rustix::fs::unlinkat(&self.dir, temporary.as_str(), rustix::fs::AtFlags::empty());
+        }
+        written
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,5 +353,43 @@ mod tests {
             SandboxState::recorded(Some("/tmp/agentgate-1"), folder).path(),
             Path::new("/tmp/agentgate-1")
         );
+    }
+
+    #[test]
+    fn a_run_folder_is_read_and_replaced_without_following_links_or_blocking() {
+        let home = tempfile::tempdir().unwrap();
+        let folder = home.path().join("run");
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::write(folder.join("result.json"), "0123456789").unwrap();
+        let outside = home.path().join("outside");
+        std::fs::write(&outside, "secret").unwrap();
+        std::os::unix::fs::symlink(&outside, folder.join("taskspec.json")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &folder.join("changes.patch"),
+            FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(&outside, folder.join("report.html")).unwrap();
+
+        let opened = OpenedRunFolder::open(&folder).unwrap();
+        assert_eq!(opened.read("result.json", 4).unwrap(), (b"0123".to_vec(), true));
+        assert_eq!(opened.read("result.json", 99).unwrap().1, false);
+        // A symlink is not followed, a FIFO neither blocks nor is read.
+        assert!(opened.read("taskspec.json", 99).is_err());
+        let fifo = opened.read("changes.patch", 99).unwrap_err();
+        assert!(fifo.to_string().contains("not a regular file"), "{fifo}");
+        // The planted link is replaced, its target untouched.
+        opened.replace("report.html", b"<html>").unwrap();
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "secret");
+        let meta = std::fs::symlink_metadata(folder.join("report.html")).unwrap();
+        assert!(meta.file_type().is_file());
+        assert_eq!(std::fs::read(folder.join("report.html")).unwrap(), b"<html>");
+        // The folder itself as a symlink is refused.
+        let linked = home.path().join("linked");
+        std::os::unix::fs::symlink(&folder, &linked).unwrap();
+        assert!(OpenedRunFolder::open(&linked).is_err());
     }
 }

@@ -26,7 +26,7 @@ mod result;
 pub use changes::{ChangeKind, EntryKind, FileChange, OmittedFile};
 pub use crashed::{write_crashed_result, CrashedRun};
 pub use events::{EventBody, EventSink, Observer, PhaseStatus, RunEvent};
-pub use folder::{RunFolder, SandboxState, WORKSPACE_SCRATCH};
+pub use folder::{OpenedRunFolder, RunFolder, SandboxState, WORKSPACE_SCRATCH};
 pub use logs::{append_plugin_log, LogSize, OutputLogs, MAX_LOG_BYTES};
 pub use redact::{is_secret_name, MaskStream, Redactor};
 pub use result::{

@@ -8,6 +8,7 @@
 //! and every value is bounded (`limits.rs`, `units.rs`), so no document can make reading it
 //! slow, large or panic. `validate` and `run` both go through `parse`, so they refuse the same.
 
+mod credentials;
 mod document;
 mod error;
 mod fields;
@@ -29,6 +30,7 @@ mod tests;
 
 use std::path::Path;
 
+pub use credentials::{literal_credentials, LiteralCredential};
 pub use error::SpecError;
 pub use interpolate::Env;
 pub use limits::{read, MAX_DEPTH, MAX_FILE_BYTES, MAX_INTERPOLATED_BYTES, MAX_VALUE_BYTES};
