@@ -28,7 +28,6 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-use std::path::Path;
 
 pub use credentials::{literal_credentials, LiteralCredential};
 pub use error::SpecError;
@@ -59,12 +58,4 @@ pub fn parse(
         serde_path_to_error::deserialize(strict::Strict::new(yaml, &interpolator))
             .map_err(SpecError::from_yaml)?;
     document.into_task_spec(source_name, env)
-}
-
-/// Reads (see `read`) and parses a TaskSpec file, with `${VAR}`s from the process environment.
-pub fn parse_file(path: &Path) -> Result<TaskSpec, SpecError> {
-    let text = read(path)?;
-    parse(&text, &path.to_string_lossy(), &|name| {
-        std::env::var(name).ok()
-    })
 }
