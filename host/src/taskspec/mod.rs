@@ -28,7 +28,6 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-
 pub use credentials::{literal_credentials, LiteralCredential};
 pub use error::SpecError;
 pub use interpolate::Env;
