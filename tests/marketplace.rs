@@ -964,9 +964,8 @@ impl HostileRegistry {
         // counted; chunked, without a length.
         let stream = move |prefix: Vec<u8>, endless: bool| -> support::http::Body {
             let counter = counter.clone();
-            let chunks = futures_util::stream::unfold(
-                (prefix, 0u64),
-                move |(mut prefix, mut total)| {
+            let chunks =
+                futures_util::stream::unfold((prefix, 0u64), move |(mut prefix, mut total)| {
                     let counter = counter.clone();
                     async move {
                         let chunk = if !prefix.is_empty() {
@@ -984,8 +983,7 @@ impl HostileRegistry {
                             (prefix, total),
                         ))
                     }
-                },
-            );
+                });
             BodyExt::boxed(StreamBody::new(chunks))
         };
         let trickle_counter = sent.clone();
@@ -1018,9 +1016,15 @@ impl HostileRegistry {
             }
             if path == "/v2/acme/http-driver/manifests/0.1.0" {
                 return match mode {
-                    Hostility::EndlessManifest => respond(stream(b"{\"schemaVersion\":2,".to_vec(), true)),
+                    Hostility::EndlessManifest => {
+                        respond(stream(b"{\"schemaVersion\":2,".to_vec(), true))
+                    }
                     Hostility::TrickleManifest => respond(trickle()),
-                    _ => full(200, "application/vnd.oci.image.manifest.v1+json", manifest.clone()),
+                    _ => full(
+                        200,
+                        "application/vnd.oci.image.manifest.v1+json",
+                        manifest.clone(),
+                    ),
                 };
             }
             if path == format!("/v2/acme/http-driver/blobs/{wasm_digest}") {
@@ -1031,7 +1035,9 @@ impl HostileRegistry {
                         longer.extend(std::iter::repeat_n(0u8, 4096));
                         respond(stream(longer, false))
                     }
-                    Hostility::ShorterLayer => respond(stream(wasm[..wasm.len() / 2].to_vec(), false)),
+                    Hostility::ShorterLayer => {
+                        respond(stream(wasm[..wasm.len() / 2].to_vec(), false))
+                    }
                     _ => full(200, "application/octet-stream", wasm.clone()),
                 };
             }
@@ -1132,7 +1138,11 @@ const PEAK_RSS_BOUND_MIB: u64 = 160;
 
 /// `plugins install` against a registry hostile as `mode`, with `grants` as the
 /// operator's grants.yaml: it must fail naming `needle`, in bounded memory.
-fn install_from_hostile(mode: Hostility, grants: &str, needle: &str) -> (HostileRegistry, Measured) {
+fn install_from_hostile(
+    mode: Hostility,
+    grants: &str,
+    needle: &str,
+) -> (HostileRegistry, Measured) {
     let registry = HostileRegistry::start(mode);
     let operator = Home::new();
     std::fs::write(operator.dir.path().join("grants.yaml"), grants).unwrap();
@@ -1150,7 +1160,11 @@ fn install_from_hostile(mode: Hostility, grants: &str, needle: &str) -> (Hostile
         out.stderr.trim()
     );
     assert_eq!(out.code, 3, "refused as a registry failure: {}", out.stderr);
-    assert!(out.stderr.contains(needle), "expected {needle:?} in: {}", out.stderr);
+    assert!(
+        out.stderr.contains(needle),
+        "expected {needle:?} in: {}",
+        out.stderr
+    );
     assert!(
         out.peak_rss_kib < PEAK_RSS_BOUND_MIB << 10,
         "peak RSS {} KiB is over the {PEAK_RSS_BOUND_MIB} MiB bound",
@@ -1180,11 +1194,7 @@ fn a_hostile_registry_cannot_exhaust_memory_with_an_endless_manifest() {
 
 #[test]
 fn a_hostile_registry_cannot_exhaust_memory_with_an_endless_layer() {
-    let (registry, _) = install_from_hostile(
-        Hostility::EndlessLayer,
-        "",
-        "is longer than the",
-    );
+    let (registry, _) = install_from_hostile(Hostility::EndlessLayer, "", "is longer than the");
     assert!(
         registry.sent() > http_driver().len() as u64,
         "more than the declared bytes were served"
@@ -1208,7 +1218,11 @@ fn a_registry_that_trickles_forever_ends_within_the_operator_timeout() {
         "marketplace:\n  registryTimeout: 3s\n",
         "took too long to send the plugin",
     );
-    assert!(out.stderr.contains("marketplace.registryTimeout"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("marketplace.registryTimeout"),
+        "{}",
+        out.stderr
+    );
     assert!(registry.sent() > 5, "the registry trickled");
     assert!(
         out.elapsed < std::time::Duration::from_secs(30),
@@ -1220,7 +1234,11 @@ fn a_registry_that_trickles_forever_ends_within_the_operator_timeout() {
 #[test]
 fn a_layer_longer_or_shorter_than_declared_is_refused() {
     install_from_hostile(Hostility::LongerLayer, "", "is longer than the");
-    install_from_hostile(Hostility::ShorterLayer, "", "bytes its descriptor declares; refused");
+    install_from_hostile(
+        Hostility::ShorterLayer,
+        "",
+        "bytes its descriptor declares; refused",
+    );
 }
 
 #[test]
@@ -1256,7 +1274,10 @@ fn trust_add_refuses_scopes_a_reference_could_not_name() {
     let before = std::fs::read_to_string(market.operator.dir.path().join("trust.toml")).unwrap();
     for scope in [
         format!("{}/acme/../evil", market.registry.address),
-        format!("{}/acme\n{}/evil", market.registry.address, market.registry.address),
+        format!(
+            "{}/acme\n{}/evil",
+            market.registry.address, market.registry.address
+        ),
         format!("{}/..", market.registry.address),
         format!("{}/Acme", market.registry.address),
     ] {
@@ -1288,8 +1309,16 @@ fn install_refuses_scopes_for_capabilities_the_component_does_not_import() {
         ),
     )
     .unwrap();
-    let out = market.publish_with(&http_driver(), &market.reference("acme"), &market.key, &scopes);
-    refused(out, "scopes for capability [docker], which the component does not import");
+    let out = market.publish_with(
+        &http_driver(),
+        &market.reference("acme"),
+        &market.key,
+        &scopes,
+    );
+    refused(
+        out,
+        "scopes for capability [docker], which the component does not import",
+    );
 
     // A statement signed with them anyway (by the trusted key) is refused at install.
     market.publish();
@@ -1323,7 +1352,8 @@ fn install_refuses_scopes_for_capabilities_the_component_does_not_import() {
 fn publish_old_revocation_list(market: &Market, days_ago: u64) {
     let key = agentgate::marketplace::signature::SigningKey::from_file(&market.key.secret).unwrap();
     let scope = market.scope("acme");
-    let signed_at = std::time::SystemTime::now() - std::time::Duration::from_secs(days_ago * 86_400);
+    let signed_at =
+        std::time::SystemTime::now() - std::time::Duration::from_secs(days_ago * 86_400);
     let list = serde_json::json!({
         "type": "agentgate.revocations/v1",
         "scope": scope,
@@ -1354,7 +1384,10 @@ fn a_revocation_list_signed_too_long_ago_is_refused_and_verify_says_how_fresh() 
     let grants = market.operator.dir.path().join("grants.yaml");
     // A fresh home is served a list signed 10 days ago: refused (default 7 days).
     let text = refused(market.install(&reference), "list #1 was signed 10days");
-    assert!(text.contains("marketplace.revocationsExpireAfter (7d)"), "{text}");
+    assert!(
+        text.contains("marketplace.revocationsExpireAfter (7d)"),
+        "{text}"
+    );
     market.no_lockfile();
     // The operator allows 30 days: it installs, and verify says how old the list is.
     std::fs::write(&grants, "marketplace:\n  revocationsExpireAfter: 30d\n").unwrap();
@@ -1362,13 +1395,19 @@ fn a_revocation_list_signed_too_long_ago_is_refused_and_verify_says_how_fresh() 
     let out = ok(market.operator.agentgate(&["plugins", "verify"]));
     let text = stdout(&out);
     assert!(text.contains("list #1 signed 10days"), "{text}");
-    assert!(text.contains("fresh (refused once older than 30d)"), "{text}");
+    assert!(
+        text.contains("fresh (refused once older than 30d)"),
+        "{text}"
+    );
     // Back to 7 days: the held list is too old, so the run refuses the plugin and
     // verify says the list is stale.
     std::fs::remove_file(&grants).unwrap();
     let text = refused(market.run(&[]), "list #1 was signed 10days");
     assert!(text.contains("cannot be loaded"), "{text}");
-    assert!(market.server.requests().is_empty(), "the plugin did not run");
+    assert!(
+        market.server.requests().is_empty(),
+        "the plugin did not run"
+    );
     let out = market.operator.agentgate(&["plugins", "verify"]);
     assert!(!out.status.success());
     assert!(stdout(&out).contains("STALE"), "{}", stdout(&out));
@@ -1380,7 +1419,9 @@ fn a_revocation_list_signed_too_long_ago_is_refused_and_verify_says_how_fresh() 
         "--key",
         market.key.secret.to_str().unwrap(),
     ]));
-    let out = ok(market.operator.agentgate(&["plugins", "verify", "--refresh"]));
+    let out = ok(market
+        .operator
+        .agentgate(&["plugins", "verify", "--refresh"]));
     assert!(stdout(&out).contains("list #2 signed"), "{}", stdout(&out));
     ok(market.run(&[]));
 }

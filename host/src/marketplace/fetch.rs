@@ -146,7 +146,8 @@ impl Fetcher {
             what: target.what.to_string(),
             reason,
         };
-        let too_long = |limit: Limit, got: u64| match limit {
+        let too_long = |limit: Limit, got: u64| {
+            match limit {
             Limit::Exactly(n) => format!(
                 "it is longer than the {n} bytes its descriptor declares ({got} or more sent); refused"
             ),
@@ -154,6 +155,7 @@ impl Fetcher {
                 "it is larger than the {n} bytes {} may be ({got} or more sent); refused",
                 target.what
             ),
+        }
         };
         if let Some(announced) = response.content_length() {
             match limit {
@@ -311,10 +313,10 @@ impl Fetcher {
             .token
             .or(answer.access_token)
             .ok_or_else(|| bad("its answer holds no token".into()))?;
-        self.tokens.lock().await.insert(
-            token_key(target.registry, target.repository),
-            token.clone(),
-        );
+        self.tokens
+            .lock()
+            .await
+            .insert(token_key(target.registry, target.repository), token.clone());
         Ok(token)
     }
 
@@ -355,7 +357,12 @@ async fn read_bounded(
     loop {
         let chunk = tokio::time::timeout(IDLE_TIMEOUT, response.chunk())
             .await
-            .map_err(|_| format!("it sent nothing for {}", humantime::format_duration(IDLE_TIMEOUT)))?
+            .map_err(|_| {
+                format!(
+                    "it sent nothing for {}",
+                    humantime::format_duration(IDLE_TIMEOUT)
+                )
+            })?
             .map_err(|e| error_chain(&e))?;
         let Some(chunk) = chunk else {
             return Ok(());
@@ -383,7 +390,11 @@ fn bearer_challenge(response: &reqwest::Response) -> Option<HashMap<String, Stri
     let mut text = rest.trim();
     while !text.is_empty() {
         let (key, after) = text.split_once('=')?;
-        let key = key.trim().trim_start_matches(',').trim().to_ascii_lowercase();
+        let key = key
+            .trim()
+            .trim_start_matches(',')
+            .trim()
+            .to_ascii_lowercase();
         let (value, after) = if let Some(quoted) = after.strip_prefix('"') {
             let end = quoted.find('"')?;
             (&quoted[..end], &quoted[end + 1..])

@@ -335,7 +335,10 @@ impl Installer {
             .prefix(".download-")
             .tempdir_in(&components)
             .map_err(|e| MarketError::file(&components, e))?;
-        let pulled = self.registry.pull_plugin(reference, download.path()).await?;
+        let pulled = self
+            .registry
+            .pull_plugin(reference, download.path())
+            .await?;
         let signed = self
             .registry
             .pull_signature(reference, &pulled.manifest_digest)
@@ -447,7 +450,7 @@ impl Installer {
             &statement.wasm,
         );
         check_grant(&statement.name, &grant, &reference.to_string())?;
-        check_scopes_imported(&grant).map_err(mismatch)?;
+        check_scopes_imported(&grant).map_err(|e| mismatch(e.to_string()))?;
         Ok(Verified {
             reference: reference.clone(),
             pulled,
@@ -489,32 +492,45 @@ pub fn check_grant(name: &str, grant: &serde_json::Value, origin: &str) -> Resul
         })
 }
 
+/// Scopes a statement asks for capabilities the component does not import.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "it carries scopes for {} [{}], which the component does not import (it imports [{}]); a plugin asks only for scopes of capabilities it imports",
+    if unimported.len() == 1 { "capability" } else { "capabilities" },
+    unimported.join(", "),
+    imported.join(", ")
+)]
+pub struct UnimportedScopes {
+    pub unimported: Vec<String>,
+    pub imported: Vec<String>,
+}
+
 /// Refuses scopes for capabilities the component does not import: the statement
 /// may ask only for what its imports can use, so nothing unused lands in the lockfile
-/// (where a later build that imports it would find it granted).
-pub fn check_scopes_imported(grant: &serde_json::Value) -> Result<(), String> {
-    let entry = serde_yaml::to_value(grant).map_err(|e| e.to_string())?;
-    let grant: Grant = serde_yaml::from_value(entry).map_err(|e| e.to_string())?;
+/// (where a later build that imports it would find it granted). `grant` has passed
+/// [`check_grant`].
+pub fn check_scopes_imported(grant: &serde_json::Value) -> Result<(), UnimportedScopes> {
+    let grant: Grant = serde_yaml::to_value(grant)
+        .ok()
+        .and_then(|entry| serde_yaml::from_value(entry).ok())
+        .unwrap_or_default();
     let unimported: Vec<String> = grant
         .scopes
         .keys()
-        .filter(|c| !grant.capabilities.contains(c))
+        .filter(|c| !grant.capabilities.contains(*c))
         .map(|c| c.name().to_string())
         .collect();
     if unimported.is_empty() {
         return Ok(());
     }
-    Err(format!(
-        "it carries scopes for {} [{}], which the component does not import (it imports [{}]); a plugin asks only for scopes of capabilities it imports",
-        if unimported.len() == 1 { "capability" } else { "capabilities" },
-        unimported.join(", "),
-        grant
+    Err(UnimportedScopes {
+        unimported,
+        imported: grant
             .capabilities
             .iter()
-            .map(|c| c.name())
-            .collect::<Vec<_>>()
-            .join(", ")
-    ))
+            .map(|c| c.name().to_string())
+            .collect(),
+    })
 }
 
 fn not_installed(name: &str, lock: &Lockfile) -> MarketError {

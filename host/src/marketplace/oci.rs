@@ -41,6 +41,15 @@ pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
 pub const MAX_STATEMENT_BYTES: u64 = 1 << 20;
 pub const MAX_TAG_LIST_BYTES: u64 = 4 << 20;
 
+/// Why a text is not a namespace (`REGISTRY/NAMESPACE`).
+#[derive(Debug, thiserror::Error)]
+pub enum ScopeError {
+    #[error("it is not a namespace a plugin reference can name")]
+    NotANamespace,
+    #[error("it reads as {0}")]
+    ReadsAs(String),
+}
+
 /// `REGISTRY/NAMESPACE/NAME:VERSION`: where a plugin is published.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PluginRef {
@@ -95,11 +104,11 @@ impl PluginRef {
     /// Checks that `text` is a namespace, `REGISTRY/NAMESPACE`, by the grammar
     /// references are read with (so no `..`, no control characters, no upper case, no
     /// tag or digest): a plugin reference below it must parse and name exactly it.
-    pub fn check_scope(text: &str) -> Result<(), String> {
-        let below = PluginRef::parse(&format!("{text}/name:0"))
-            .map_err(|_| "it is not a namespace a plugin reference can name".to_string())?;
+    pub fn check_scope(text: &str) -> Result<(), ScopeError> {
+        let below =
+            PluginRef::parse(&format!("{text}/name:0")).map_err(|_| ScopeError::NotANamespace)?;
         if below.scope() != text {
-            return Err(format!("it reads as {}", below.scope()));
+            return Err(ScopeError::ReadsAs(below.scope()));
         }
         Ok(())
     }

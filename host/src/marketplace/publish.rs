@@ -83,9 +83,9 @@ pub async fn publish(
         &statement.wasm,
     );
     check_grant(&statement.name, &grant, "--scopes")?;
-    check_scopes_imported(&grant).map_err(|reason| {
+    check_scopes_imported(&grant).map_err(|e| {
         MarketError::Input(format!(
-            "--scopes: {reason}; remove those keys, or publish a build that imports them"
+            "--scopes: {e}; remove those keys, or publish a build that imports them"
         ))
     })?;
     let statement_bytes = serde_json::to_vec_pretty(&statement).expect("json");
@@ -144,8 +144,9 @@ pub async fn revoke(
 /// `plugins renew-revocations SCOPE --key KEY`: re-signs the key's revocation list for
 /// `SCOPE` with the time now; returns its sequence number.
 pub async fn renew_revocations(scope: &str, key: &Path) -> Result<u64, MarketError> {
-    PluginRef::check_scope(scope)
-        .map_err(|why| MarketError::Input(format!("{scope:?}: {why}; expected REGISTRY/NAMESPACE")))?;
+    PluginRef::check_scope(scope).map_err(|why| {
+        MarketError::Input(format!("{scope:?}: {why}; expected REGISTRY/NAMESPACE"))
+    })?;
     let key = SigningKey::from_file(key)?;
     revocation::renew(&Registry::new(), &key, scope).await
 }

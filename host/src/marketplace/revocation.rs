@@ -39,6 +39,25 @@ pub const REVOCATIONS_STATEMENT: &str = "agentgate.revocations/v1";
 /// How old the fetched lists may be before a run fetches them again.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(3600);
 
+/// Why a list is too old to rely on.
+#[derive(Debug, thiserror::Error)]
+pub enum Stale {
+    #[error("list #{sequence} carries no signing time (signed by an agentgate from before lists were timestamped), so how old it is cannot be told; its publisher re-signs it with `agentgate plugins renew-revocations`")]
+    NoTime { sequence: u64 },
+    #[error("list #{sequence} has a signing time {text:?} that is not RFC 3339: {reason}")]
+    BadTime {
+        sequence: u64,
+        text: String,
+        reason: String,
+    },
+    #[error("list #{sequence} was signed {age} ago, longer ago than marketplace.revocationsExpireAfter ({allowed}) allows; an old list could hide a newer revocation. Its publisher re-signs it with `agentgate plugins renew-revocations`")]
+    TooOld {
+        sequence: u64,
+        age: String,
+        allowed: String,
+    },
+}
+
 /// One key's revocations in one namespace: what it signs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -84,27 +103,25 @@ impl RevocationList {
         }
     }
 
-    /// How long ago it was signed; `Err` says why that cannot be told.
-    fn signed_ago(&self) -> Result<Duration, String> {
-        let text = self.signed_at.as_deref().ok_or(
-            "it carries no signing time (signed by an agentgate from before lists were timestamped)",
-        )?;
-        let at = humantime::parse_rfc3339(text)
-            .map_err(|e| format!("its signing time {text:?} is not RFC 3339: {e}"))?;
+    /// How fresh it is: how long ago it was signed, if that is recent enough for
+    /// `settings`.
+    fn check_fresh(&self, settings: &MarketSettings) -> Result<Duration, Stale> {
+        let text = self.signed_at.as_deref().ok_or(Stale::NoTime {
+            sequence: self.sequence,
+        })?;
+        let at = humantime::parse_rfc3339(text).map_err(|e| Stale::BadTime {
+            sequence: self.sequence,
+            text: text.to_string(),
+            reason: e.to_string(),
+        })?;
         // A time ahead of this host's clock counts as now.
-        Ok(SystemTime::now().duration_since(at).unwrap_or_default())
-    }
-
-    /// Whether it is fresh enough for `settings`; `Err` says why not and what to do.
-    fn check_fresh(&self, settings: &MarketSettings) -> Result<Duration, String> {
-        let age = self.signed_ago()?;
+        let age = SystemTime::now().duration_since(at).unwrap_or_default();
         if age > settings.revocations_expire_after {
-            return Err(format!(
-                "list #{} was signed {} ago, longer ago than marketplace.revocationsExpireAfter ({}) allows; an old list could hide a newer revocation. Its publisher re-signs it with `agentgate plugins renew-revocations`",
-                self.sequence,
-                age_text(age),
-                settings.expiry_text()
-            ));
+            return Err(Stale::TooOld {
+                sequence: self.sequence,
+                age: age_text(age),
+                allowed: settings.expiry_text(),
+            });
         }
         Ok(age)
     }
@@ -390,8 +407,7 @@ async fn publish_list(
     };
     change(&mut list);
     list.sequence += 1;
-    list.signed_at =
-        Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
+    list.signed_at = Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
     let statement = serde_json::to_vec_pretty(&list).expect("json");
     let signature = key.sign(
         &statement,

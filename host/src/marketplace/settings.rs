@@ -69,9 +69,8 @@ impl<'de> Deserialize<'de> for MarketSettings {
             return Ok(MarketSettings::default());
         };
         let defaults = MarketSettings::default();
-        let field = |key: &str, message: String| {
-            D::Error::custom(format!("marketplace.{key}: {message}"))
-        };
+        let field =
+            |key: &str, message: String| D::Error::custom(format!("marketplace.{key}: {message}"));
         let max_component_size = match section.max_component_size {
             None => defaults.max_component_size,
             Some(text) => parse_bytes(&text).map_err(|m| field("maxComponentSize", m))?,
@@ -83,8 +82,7 @@ impl<'de> Deserialize<'de> for MarketSettings {
         let revocations_expire_after = match section.revocations_expire_after {
             None => defaults.revocations_expire_after,
             Some(text) => {
-                let age =
-                    parse_duration(&text).map_err(|m| field("revocationsExpireAfter", m))?;
+                let age = parse_duration(&text).map_err(|m| field("revocationsExpireAfter", m))?;
                 if age < Duration::from_secs(60) {
                     return Err(field(
                         "revocationsExpireAfter",
