@@ -1094,6 +1094,8 @@ fn vm_hwm_kib(pid: u32) -> Option<u64> {
 /// Runs `agentgate ARGS` in `home` as a real process, reading its peak RSS (`VmHWM`)
 /// every 10 ms while it runs and `ru_maxrss` when it is reaped. Killed, and the test
 /// failed, when it has not ended after `limit`.
+// The child is reaped by `wait4` (for its rusage), which clippy cannot see.
+#[allow(clippy::zombie_processes)]
 fn measured(home: &Home, args: &[&str], limit: std::time::Duration) -> Measured {
     use std::io::Read;
     let started = std::time::Instant::now();
