@@ -1076,6 +1076,7 @@ impl HostileRegistry {
 struct Measured {
     code: i32,
     stderr: String,
+    stdout: String,
     /// The highest `VmHWM` of /proc/PID/status read while it ran: its own peak.
     peak_rss_kib: u64,
     /// `wait4`'s `ru_maxrss`: an upper bound, since Linux counts in it the test
@@ -1104,16 +1105,19 @@ fn measured(home: &Home, args: &[&str], limit: std::time::Duration) -> Measured 
         .env("AGENTGATE_HOME", home.dir.path())
         .env_remove("AGENTGATE_PLUGIN_PATH")
         .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("running agentgate");
-    let mut pipe = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = pipe.read_to_string(&mut text);
-        text
-    });
+    let read = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let out_reader = read(Box::new(child.stdout.take().unwrap()));
+    let reader = read(Box::new(child.stderr.take().unwrap()));
     let pid = child.id() as libc::pid_t;
     let mut peak = 0;
     let (status, usage) = loop {
@@ -1145,6 +1149,7 @@ fn measured(home: &Home, args: &[&str], limit: std::time::Duration) -> Measured 
             -1
         },
         stderr: reader.join().unwrap(),
+        stdout: out_reader.join().unwrap(),
         peak_rss_kib: peak,
         maxrss_bound_kib: usage.ru_maxrss as u64,
         elapsed: started.elapsed(),
@@ -1493,4 +1498,125 @@ fn verify_tells_a_file_altered_on_this_host_from_what_the_registry_served() {
     let text = stdout(&out);
     assert!(text.contains("was altered on this host"), "{text}");
     assert!(!text.contains("the registry served"), "{text}");
+}
+
+/// A raw HTTP server on `address` that answers every request with 200 and then, in
+/// chunks, an endless body (to ENDLESS_CAP) or one byte every 100 ms forever. Stands
+/// where a registry the operator installed from was. Returns the bytes it sent.
+fn hostile_at(address: &str, trickle: bool) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+    use std::io::{Read, Write};
+    use std::sync::atomic::Ordering;
+    let listener = std::net::TcpListener::bind(address).expect("the registry's address is free");
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = sent.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/vnd.oci.image.manifest.v1+json\r\ntransfer-encoding: chunked\r\n\r\n",
+                );
+                let chunk = if trickle {
+                    vec![b' '; 1]
+                } else {
+                    vec![b' '; 64 << 10]
+                };
+                let mut total = 0u64;
+                while total < ENDLESS_CAP {
+                    if trickle {
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
+                    let mut frame = format!("{:x}\r\n", chunk.len()).into_bytes();
+                    frame.extend_from_slice(&chunk);
+                    frame.extend_from_slice(b"\r\n");
+                    if stream.write_all(&frame).is_err() {
+                        return;
+                    }
+                    total += chunk.len() as u64;
+                    counter.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    sent
+}
+
+/// The revocation fetch before a run and `verify --refresh` use the same bounded client
+/// as `install`: a registry turned hostile after the install cannot exhaust memory or
+/// hang them.
+#[test]
+fn revocation_fetches_before_runs_and_verify_refresh_are_bounded_too() {
+    let mut market = Market::new();
+    market.publish();
+    ok(market.install(&market.reference("acme")));
+    let address = market.registry.address.clone();
+    market.registry.stop();
+    let sent = hostile_at(&address, false);
+    let out = measured(
+        &market.operator,
+        &["plugins", "verify", "--refresh"],
+        std::time::Duration::from_secs(120),
+    );
+    println!(
+        "hostile registry after install, endless bodies: `plugins verify --refresh` exited {} after {:.1}s, peak RSS {:.1} MiB (VmHWM; ru_maxrss {:.1} MiB; bound {PEAK_RSS_BOUND_MIB} MiB); the registry sent {:.1} MiB\n  {}",
+        out.code,
+        out.elapsed.as_secs_f64(),
+        out.peak_rss_kib as f64 / 1024.0,
+        out.maxrss_bound_kib as f64 / 1024.0,
+        sent.load(std::sync::atomic::Ordering::SeqCst) as f64 / (1 << 20) as f64,
+        out.stdout.trim()
+    );
+    assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("bytes the revocation list may be"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.peak_rss_kib > 0 && out.peak_rss_kib < PEAK_RSS_BOUND_MIB << 10);
+    assert!(out.maxrss_bound_kib < PEAK_RSS_BOUND_MIB << 10);
+    // The fetch before a run: refused, the run goes on with the lists it holds.
+    let text = stderr(&ok(market.run(&["--revocation-max-age", "0s"])));
+    assert!(
+        text.contains("cannot refresh the revocation lists of")
+            && text.contains("bytes the revocation list may be"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_registry_that_trickles_cannot_hang_the_revocation_fetch_before_a_run() {
+    let mut market = Market::new();
+    market.publish();
+    ok(market.install(&market.reference("acme")));
+    let address = market.registry.address.clone();
+    market.registry.stop();
+    let sent = hostile_at(&address, true);
+    std::fs::write(
+        market.operator.dir.path().join("grants.yaml"),
+        "marketplace:\n  registryTimeout: 3s\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let text = stderr(&ok(market.run(&["--revocation-max-age", "0s"])));
+    println!(
+        "trickling registry after install: the run ended after {:.1}s, the registry trickled {} bytes\n  {}",
+        started.elapsed().as_secs_f64(),
+        sent.load(std::sync::atomic::Ordering::SeqCst),
+        text.lines().find(|l| l.contains("revocation")).unwrap_or("")
+    );
+    assert!(
+        text.contains("took too long to send the revocation list"),
+        "{text}"
+    );
+    assert!(
+        sent.load(std::sync::atomic::Ordering::SeqCst) > 5,
+        "it trickled"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
 }
