@@ -1217,7 +1217,7 @@ fn a_hostile_registry_cannot_exhaust_memory_with_an_endless_manifest() {
     let (registry, _) = install_from_hostile(
         Hostility::EndlessManifest,
         "",
-        "is larger than the 4194304 bytes the plugin may be",
+        "is larger than the 4194304 bytes a manifest may be",
     );
     assert!(registry.sent() > 4 << 20, "the endless body was served");
 }
@@ -1236,7 +1236,7 @@ fn a_hostile_registry_cannot_exhaust_memory_with_an_endless_signature_manifest()
     let (registry, _) = install_from_hostile(
         Hostility::EndlessSignature,
         "",
-        "refused what the registry sent as the signature",
+        "refused what the registry sent as the signature of",
     );
     assert!(registry.sent() > 4 << 20, "the endless body was served");
 }
@@ -1574,7 +1574,8 @@ fn revocation_fetches_before_runs_and_verify_refresh_are_bounded_too() {
     );
     assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
     assert!(
-        out.stdout.contains("bytes the revocation list may be"),
+        out.stdout.contains("as the revocation list of")
+            && out.stdout.contains("4194304 bytes a manifest may be"),
         "{}",
         out.stdout
     );
@@ -1584,7 +1585,7 @@ fn revocation_fetches_before_runs_and_verify_refresh_are_bounded_too() {
     let text = stderr(&ok(market.run(&["--revocation-max-age", "0s"])));
     assert!(
         text.contains("cannot refresh the revocation lists of")
-            && text.contains("bytes the revocation list may be"),
+            && text.contains("4194304 bytes a manifest may be"),
         "{text}"
     );
 }

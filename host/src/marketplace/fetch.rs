@@ -33,8 +33,8 @@ const TOKEN_BYTES: u64 = 64 << 10;
 /// How many bytes a body may have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Limit {
-    /// At most this many (a manifest, a tag list): the fixed cap of its kind.
-    AtMost(u64),
+    /// At most this many: the fixed cap of its kind (`of`: "a manifest").
+    AtMost { bytes: u64, of: &'static str },
     /// Exactly this many: a blob whose descriptor declared its size.
     Exactly(u64),
 }
@@ -42,7 +42,7 @@ pub enum Limit {
 impl Limit {
     fn max(self) -> u64 {
         match self {
-            Limit::AtMost(n) | Limit::Exactly(n) => n,
+            Limit::AtMost { bytes: n, .. } | Limit::Exactly(n) => n,
         }
     }
 }
@@ -151,10 +151,9 @@ impl Fetcher {
             Limit::Exactly(n) => format!(
                 "it is longer than the {n} bytes its descriptor declares ({got} or more sent); refused"
             ),
-            Limit::AtMost(n) => format!(
-                "it is larger than the {n} bytes {} may be ({got} or more sent); refused",
-                target.what
-            ),
+            Limit::AtMost { bytes: n, of } => {
+                format!("it is larger than the {n} bytes {of} may be ({got} or more sent); refused")
+            }
         }
         };
         if let Some(announced) = response.content_length() {
@@ -164,10 +163,9 @@ impl Fetcher {
                         "the registry announces {announced} bytes but the descriptor declares {n}; refused before reading"
                     )))
                 }
-                Limit::AtMost(n) if announced > n => {
+                Limit::AtMost { bytes: n, of } if announced > n => {
                     return Err(refuse(format!(
-                        "the registry announces {announced} bytes, more than the {n} {} may be; refused before reading",
-                        target.what
+                        "the registry announces {announced} bytes, more than the {n} {of} may be; refused before reading"
                     )))
                 }
                 _ => {}

@@ -269,7 +269,10 @@ impl Registry {
                     what: "the tag list",
                     reference: reference.repository(),
                 },
-                Limit::AtMost(MAX_TAG_LIST_BYTES),
+                Limit::AtMost {
+                    bytes: MAX_TAG_LIST_BYTES,
+                    of: "a tag list",
+                },
                 &mut body,
             )
             .await?;
@@ -299,7 +302,10 @@ impl Registry {
                     what,
                     reference: reference.to_string(),
                 },
-                Limit::AtMost(MAX_MANIFEST_BYTES),
+                Limit::AtMost {
+                    bytes: MAX_MANIFEST_BYTES,
+                    of: "a manifest",
+                },
                 &mut bytes,
             )
             .await?;
