@@ -74,6 +74,9 @@ pub struct Fetcher {
 impl Fetcher {
     /// A fetcher whose requests each end within `timeout`.
     pub fn new(timeout: Duration) -> Fetcher {
+        // TLS, for registries that are not on loopback, uses ring (the provider the
+        // rest of the host uses); installing it twice is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT.min(timeout))
             .user_agent(concat!("agentgate/", env!("CARGO_PKG_VERSION")))
@@ -454,6 +457,63 @@ pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server on 127.0.0.1 that answers one request with `head` and then sends
+    /// nothing for a minute.
+    async fn announcing(head: &'static str) -> String {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request).await;
+            stream.write_all(head.as_bytes()).await.unwrap();
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        });
+        address
+    }
+
+    async fn fetch(address: &str, limit: Limit) -> MarketError {
+        let target = Target {
+            registry: address,
+            repository: "acme/x",
+            path: "manifests/1.0.0".into(),
+            accept: None,
+            what: "the plugin",
+            reference: format!("{address}/acme/x:1.0.0"),
+        };
+        let mut sink = Vec::new();
+        let error = Fetcher::new(Duration::from_secs(30))
+            .get(&target, limit, &mut sink)
+            .await
+            .unwrap_err();
+        assert!(sink.is_empty(), "nothing was read into the sink");
+        error
+    }
+
+    #[tokio::test]
+    async fn an_announced_length_beyond_the_bound_is_refused_before_reading() {
+        let started = std::time::Instant::now();
+        let address = announcing("HTTP/1.1 200 OK\r\ncontent-length: 9999999999\r\n\r\n").await;
+        let limit = Limit::AtMost {
+            bytes: 1 << 20,
+            of: "a manifest",
+        };
+        let error = fetch(&address, limit).await.to_string();
+        assert!(
+            error.contains("announces 9999999999 bytes, more than the 1048576 a manifest may be"),
+            "{error}"
+        );
+        let address = announcing("HTTP/1.1 200 OK\r\ncontent-length: 12\r\n\r\n").await;
+        let error = fetch(&address, Limit::Exactly(10)).await.to_string();
+        assert!(
+            error.contains("announces 12 bytes but the descriptor declares 10"),
+            "{error}"
+        );
+        // Neither waited for a body that never came.
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
 
     #[test]
     fn a_bearer_challenge_is_read() {

@@ -191,9 +191,7 @@ impl Registry {
 
     /// A registry client bounded by the operator's `settings`.
     pub fn with_settings(settings: &MarketSettings) -> Registry {
-        // TLS, for registries that are not on loopback, uses ring (the provider the
-        // rest of the host uses); installing it twice is harmless.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // The fetcher installs the TLS provider the push client uses too.
         Registry {
             auth: RegistryAuth::Anonymous,
             fetcher: Fetcher::new(settings.registry_timeout),
