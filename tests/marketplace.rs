@@ -894,3 +894,732 @@ fn update_moves_to_a_newer_semver_tag() {
     assert_eq!(market.lockfile()["plugin"].as_array().unwrap().len(), 1);
     run("1.1.0");
 }
+
+/// How a hostile registry answers (tests of bounded fetches).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hostility {
+    /// The plugin's manifest is an endless body.
+    EndlessManifest,
+    /// The manifest declares the real component; its blob is the component, then
+    /// bytes without end.
+    EndlessLayer,
+    /// Manifest and component are right; the signature manifest is endless.
+    EndlessSignature,
+    /// The manifest comes one byte every 100 ms, forever.
+    TrickleManifest,
+    /// The component blob is 4 KiB longer than its descriptor declares (sent without a
+    /// length, so only counting notices).
+    LongerLayer,
+    /// The component blob ends half way.
+    ShorterLayer,
+    /// The manifest declares a component of 1 TiB.
+    HugeDeclared,
+}
+
+/// Stops even an "endless" body at 1 GiB, so a regression shows as a failed RSS bound
+/// rather than as a machine out of memory.
+const ENDLESS_CAP: u64 = 1 << 30;
+
+/// A registry on 127.0.0.1 that speaks the OCI distribution endpoints `plugins
+/// install` needs and is hostile in one way. `sent` counts the bytes of the hostile
+/// bodies it produced (the proof the attack acted); `blob_requests` the requests for
+/// the component.
+struct HostileRegistry {
+    server: Server,
+    sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl HostileRegistry {
+    fn start(mode: Hostility) -> HostileRegistry {
+        use http_body_util::{BodyExt, StreamBody};
+        use hyper::body::{Bytes, Frame};
+        use std::sync::atomic::Ordering;
+
+        let wasm = http_driver();
+        let wasm_digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&wasm)));
+        let config = b"{}".to_vec();
+        let declared = if mode == Hostility::HugeDeclared {
+            1u64 << 40
+        } else {
+            wasm.len() as u64
+        };
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.wasm.config.v0+json",
+                "digest": format!("sha256:{}", hex::encode(sha2::Sha256::digest(&config))),
+                "size": config.len(),
+            },
+            "layers": [{
+                "mediaType": "application/wasm",
+                "digest": wasm_digest,
+                "size": declared,
+            }],
+        })
+        .to_string();
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = sent.clone();
+        // `prefix` then (when `endless`) filler up to ENDLESS_CAP, in 64 KiB chunks,
+        // counted; chunked, without a length.
+        let stream = move |prefix: Vec<u8>, endless: bool| -> support::http::Body {
+            let counter = counter.clone();
+            let chunks =
+                futures_util::stream::unfold((prefix, 0u64), move |(mut prefix, mut total)| {
+                    let counter = counter.clone();
+                    async move {
+                        let chunk = if !prefix.is_empty() {
+                            let rest = prefix.split_off(prefix.len().min(64 << 10));
+                            std::mem::replace(&mut prefix, rest)
+                        } else if endless && total < ENDLESS_CAP {
+                            vec![b' '; 64 << 10]
+                        } else {
+                            return None;
+                        };
+                        total += chunk.len() as u64;
+                        counter.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+                        Some((
+                            Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from(chunk))),
+                            (prefix, total),
+                        ))
+                    }
+                });
+            BodyExt::boxed(StreamBody::new(chunks))
+        };
+        let trickle_counter = sent.clone();
+        let trickle = move || -> support::http::Body {
+            let counter = trickle_counter.clone();
+            let chunks = futures_util::stream::unfold((), move |()| {
+                let counter = counter.clone();
+                async move {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    Some((
+                        Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(b" "))),
+                        (),
+                    ))
+                }
+            });
+            BodyExt::boxed(StreamBody::new(chunks))
+        };
+        let respond = |body: support::http::Body| {
+            hyper::Response::builder()
+                .status(200)
+                .header("content-type", "application/vnd.oci.image.manifest.v1+json")
+                .body(body)
+                .unwrap()
+        };
+        let server = Server::start(move |request| {
+            let path = request.path.as_str();
+            if path == "/v2/" {
+                return full(200, "application/json", "{}");
+            }
+            if path == "/v2/acme/http-driver/manifests/0.1.0" {
+                return match mode {
+                    Hostility::EndlessManifest => {
+                        respond(stream(b"{\"schemaVersion\":2,".to_vec(), true))
+                    }
+                    Hostility::TrickleManifest => respond(trickle()),
+                    _ => full(
+                        200,
+                        "application/vnd.oci.image.manifest.v1+json",
+                        manifest.clone(),
+                    ),
+                };
+            }
+            if path == format!("/v2/acme/http-driver/blobs/{wasm_digest}") {
+                return match mode {
+                    Hostility::EndlessLayer => respond(stream(wasm.clone(), true)),
+                    Hostility::LongerLayer => {
+                        let mut longer = wasm.clone();
+                        longer.extend(std::iter::repeat_n(0u8, 4096));
+                        respond(stream(longer, false))
+                    }
+                    Hostility::ShorterLayer => {
+                        respond(stream(wasm[..wasm.len() / 2].to_vec(), false))
+                    }
+                    _ => full(200, "application/octet-stream", wasm.clone()),
+                };
+            }
+            if path.starts_with("/v2/acme/http-driver/manifests/sha256-")
+                && mode == Hostility::EndlessSignature
+            {
+                return respond(stream(b"{\"schemaVersion\":2,".to_vec(), true));
+            }
+            full(
+                404,
+                "application/json",
+                r#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"unknown"}]}"#,
+            )
+        });
+        HostileRegistry { server, sent }
+    }
+
+    fn reference(&self) -> String {
+        format!("127.0.0.1:{}/acme/http-driver:0.1.0", self.server.port())
+    }
+
+    fn sent(&self) -> u64 {
+        self.sent.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn blob_requests(&self) -> usize {
+        self.server
+            .requests()
+            .iter()
+            .filter(|r| r.path.contains("/blobs/"))
+            .count()
+    }
+}
+
+/// What a measured `agentgate` process did: its exit, stderr, peak RSS and duration.
+struct Measured {
+    code: i32,
+    stderr: String,
+    stdout: String,
+    /// The highest `VmHWM` of /proc/PID/status read while it ran: its own peak.
+    peak_rss_kib: u64,
+    /// `wait4`'s `ru_maxrss`: Linux counts in it the test process's RSS when the
+    /// child was spawned, so it is printed, not bounded.
+    maxrss_bound_kib: u64,
+    elapsed: std::time::Duration,
+}
+
+/// `VmHWM` of a running process, in KiB.
+fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Runs `agentgate ARGS` in `home` as a real process, reading its peak RSS (`VmHWM`)
+/// every 10 ms while it runs and `ru_maxrss` when it is reaped. Killed, and the test
+/// failed, when it has not ended after `limit`.
+// The child is reaped by `wait4` (for its rusage), which clippy cannot see.
+#[allow(clippy::zombie_processes)]
+fn measured(home: &Home, args: &[&str], limit: std::time::Duration) -> Measured {
+    use std::io::Read;
+    let started = std::time::Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentgate"))
+        .args(args)
+        .env("AGENTGATE_HOME", home.dir.path())
+        .env_remove("AGENTGATE_PLUGIN_PATH")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running agentgate");
+    let read = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let out_reader = read(Box::new(child.stdout.take().unwrap()));
+    let reader = read(Box::new(child.stderr.take().unwrap()));
+    let pid = child.id() as libc::pid_t;
+    let mut peak = 0;
+    let (status, usage) = loop {
+        // Read before reaping: a reaped (or zombie) process has no memory to report.
+        if let Some(hwm) = vm_hwm_kib(child.id()) {
+            peak = peak.max(hwm);
+        }
+        let mut status = 0;
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `pid` is our child, not yet reaped; status and usage are ours.
+        let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if reaped == pid {
+            break (status, usage);
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "agentgate {args:?} did not end within {limit:?}: {}",
+                reader.join().unwrap()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    Measured {
+        code: if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            -1
+        },
+        stderr: reader.join().unwrap(),
+        stdout: out_reader.join().unwrap(),
+        peak_rss_kib: peak,
+        maxrss_bound_kib: usage.ru_maxrss as u64,
+        elapsed: started.elapsed(),
+    }
+}
+
+/// agentgate's peak RSS while a hostile registry streams at it. Measured at 46–50 MiB
+/// for the debug build; the attacks drove it to 4–8 GiB before the bound.
+const PEAK_RSS_BOUND_MIB: u64 = 96;
+
+/// The process's own peak (`VmHWM`, read every 10 ms while it ran) is under the bound.
+/// `ru_maxrss` is printed only: Linux counts in it the test process's RSS at spawn,
+/// which other tests running alongside inflate.
+fn assert_rss_bounded(out: &Measured) {
+    assert!(out.peak_rss_kib > 0, "VmHWM was read while it ran");
+    assert!(
+        out.peak_rss_kib < PEAK_RSS_BOUND_MIB << 10,
+        "peak RSS (VmHWM) {} KiB is over the {PEAK_RSS_BOUND_MIB} MiB bound",
+        out.peak_rss_kib
+    );
+}
+
+/// `plugins install` against a registry hostile as `mode`, with `grants` as the
+/// operator's grants.yaml: it must fail naming `needle`, in bounded memory.
+fn install_from_hostile(
+    mode: Hostility,
+    grants: &str,
+    needle: &str,
+) -> (HostileRegistry, Measured) {
+    let registry = HostileRegistry::start(mode);
+    let operator = Home::new();
+    std::fs::write(operator.dir.path().join("grants.yaml"), grants).unwrap();
+    let out = measured(
+        &operator,
+        &["plugins", "install", &registry.reference(), "--yes"],
+        std::time::Duration::from_secs(120),
+    );
+    println!(
+        "hostile registry, {mode:?}: agentgate exited {} after {:.1}s, peak RSS {:.1} MiB (VmHWM; ru_maxrss {:.1} MiB; bound {PEAK_RSS_BOUND_MIB} MiB); the registry sent {:.1} MiB of hostile body\n  {}",
+        out.code,
+        out.elapsed.as_secs_f64(),
+        out.peak_rss_kib as f64 / 1024.0,
+        out.maxrss_bound_kib as f64 / 1024.0,
+        registry.sent() as f64 / (1 << 20) as f64,
+        out.stderr.trim()
+    );
+    assert_eq!(out.code, 3, "refused as a registry failure: {}", out.stderr);
+    assert!(
+        out.stderr.contains(needle),
+        "expected {needle:?} in: {}",
+        out.stderr
+    );
+    assert_rss_bounded(&out);
+    assert!(
+        !operator.dir.path().join("plugins.lock").exists(),
+        "nothing is installed"
+    );
+    // No download is left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(operator.dir.path().join("plugins"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    (registry, out)
+}
+
+#[test]
+fn a_hostile_registry_cannot_exhaust_memory_with_an_endless_manifest() {
+    let (registry, _) = install_from_hostile(
+        Hostility::EndlessManifest,
+        "",
+        "is larger than the 4194304 bytes a manifest may be",
+    );
+    assert!(registry.sent() > 4 << 20, "the endless body was served");
+}
+
+#[test]
+fn a_hostile_registry_cannot_exhaust_memory_with_an_endless_layer() {
+    let (registry, _) = install_from_hostile(Hostility::EndlessLayer, "", "is longer than the");
+    assert!(
+        registry.sent() > http_driver().len() as u64,
+        "more than the declared bytes were served"
+    );
+}
+
+#[test]
+fn a_hostile_registry_cannot_exhaust_memory_with_an_endless_signature_manifest() {
+    let (registry, _) = install_from_hostile(
+        Hostility::EndlessSignature,
+        "",
+        "refused what the registry sent as the signature of",
+    );
+    assert!(registry.sent() > 4 << 20, "the endless body was served");
+}
+
+#[test]
+fn a_registry_that_trickles_forever_ends_within_the_operator_timeout() {
+    let (registry, out) = install_from_hostile(
+        Hostility::TrickleManifest,
+        "marketplace:\n  registryTimeout: 3s\n",
+        "took too long to send the plugin",
+    );
+    assert!(
+        out.stderr.contains("marketplace.registryTimeout"),
+        "{}",
+        out.stderr
+    );
+    assert!(registry.sent() > 5, "the registry trickled");
+    assert!(
+        out.elapsed < std::time::Duration::from_secs(30),
+        "{:?}",
+        out.elapsed
+    );
+}
+
+#[test]
+fn a_layer_longer_or_shorter_than_declared_is_refused() {
+    install_from_hostile(Hostility::LongerLayer, "", "is longer than the");
+    install_from_hostile(
+        Hostility::ShorterLayer,
+        "",
+        "bytes its descriptor declares; refused",
+    );
+}
+
+#[test]
+fn a_layer_over_the_operator_maximum_is_refused_before_download() {
+    let (registry, _) = install_from_hostile(
+        Hostility::HugeDeclared,
+        "",
+        "its descriptor declares 1099511627776 bytes, more than the 268435456 allowed (marketplace.maxComponentSize",
+    );
+    assert_eq!(registry.blob_requests(), 0, "nothing was downloaded");
+    // The operator's own, lower maximum holds for a real component too.
+    let (registry, _) = install_from_hostile(
+        Hostility::EndlessLayer,
+        "marketplace:\n  maxComponentSize: 16Ki\n",
+        "more than the 16384 allowed (marketplace.maxComponentSize",
+    );
+    assert_eq!(registry.blob_requests(), 0, "nothing was downloaded");
+    // A bad setting is refused, naming it.
+    let operator = Home::new();
+    std::fs::write(
+        operator.dir.path().join("grants.yaml"),
+        "marketplace:\n  maxComponentSize: lots\n",
+    )
+    .unwrap();
+    let out = operator.agentgate(&["plugins", "install", &registry.reference(), "--yes"]);
+    assert_eq!(out.status.code(), Some(2));
+    refused(out, "marketplace.maxComponentSize");
+}
+
+#[test]
+fn trust_add_refuses_scopes_a_reference_could_not_name() {
+    let market = Market::new();
+    let before = std::fs::read_to_string(market.operator.dir.path().join("trust.toml")).unwrap();
+    for scope in [
+        format!("{}/acme/../evil", market.registry.address),
+        format!(
+            "{}/acme\n{}/evil",
+            market.registry.address, market.registry.address
+        ),
+        format!("{}/..", market.registry.address),
+        format!("{}/Acme", market.registry.address),
+    ] {
+        let out = market.operator.agentgate(&[
+            "plugins",
+            "trust",
+            "add",
+            market.key.public.to_str().unwrap(),
+            "--scope",
+            &scope,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{scope:?}: {}", stderr(&out));
+        refused(out, "expected REGISTRY/NAMESPACE");
+    }
+    let after = std::fs::read_to_string(market.operator.dir.path().join("trust.toml")).unwrap();
+    assert_eq!(before, after, "the trust store is unchanged");
+}
+
+#[test]
+fn install_refuses_scopes_for_capabilities_the_component_does_not_import() {
+    let market = Market::new();
+    // The author's side refuses them at publish.
+    let scopes = market.files.path().join("docker-scopes.yaml");
+    std::fs::write(
+        &scopes,
+        format!(
+            "http:\n  hosts: [\"127.0.0.1:{}\"]\ndocker:\n  images: [\"node:20\"]\n",
+            market.server.port()
+        ),
+    )
+    .unwrap();
+    let out = market.publish_with(
+        &http_driver(),
+        &market.reference("acme"),
+        &market.key,
+        &scopes,
+    );
+    refused(
+        out,
+        "scopes for capability [docker], which the component does not import",
+    );
+
+    // A statement signed with them anyway (by the trusted key) is refused at install.
+    market.publish();
+    let reference = market.reference("acme");
+    let plugin = PluginRef::parse(&reference).unwrap();
+    let manifest = market.manifest_of(&reference);
+    let signed = block_on(Registry::new().pull_signature(&plugin, &manifest))
+        .unwrap()
+        .unwrap();
+    let mut statement: serde_json::Value = serde_json::from_slice(&signed.statement).unwrap();
+    statement["scopes"]["docker"] = serde_json::json!({"images": ["node:20"]});
+    let statement = serde_json::to_vec_pretty(&statement).unwrap();
+    let key = agentgate::marketplace::signature::SigningKey::from_file(&market.key.secret).unwrap();
+    let signature = key.sign(&statement, "widened by its own author").unwrap();
+    block_on(Registry::new().push_signature(
+        &plugin,
+        &manifest,
+        &SignedArtifact {
+            statement,
+            signature,
+        },
+    ))
+    .unwrap();
+    let text = refused(market.install(&reference), "capability [docker]");
+    assert!(text.contains("does not import"), "{text}");
+    market.no_lockfile();
+}
+
+/// Publishes `key`'s revocation list for `scope`, signed `days_ago` days ago (as a
+/// registry replaying an old list would serve it).
+fn publish_old_revocation_list(market: &Market, days_ago: u64) {
+    let key = agentgate::marketplace::signature::SigningKey::from_file(&market.key.secret).unwrap();
+    let scope = market.scope("acme");
+    let signed_at =
+        std::time::SystemTime::now() - std::time::Duration::from_secs(days_ago * 86_400);
+    let list = serde_json::json!({
+        "type": "agentgate.revocations/v1",
+        "scope": scope,
+        "key": key.id(),
+        "sequence": 1,
+        "signedAt": humantime::format_rfc3339_seconds(signed_at).to_string(),
+        "revoked": [],
+    });
+    let statement = serde_json::to_vec_pretty(&list).unwrap();
+    let signature = key.sign(&statement, "an old list").unwrap();
+    block_on(Registry::new().push_revocations(
+        &scope,
+        &key.id(),
+        &SignedArtifact {
+            statement,
+            signature,
+        },
+    ))
+    .unwrap();
+}
+
+#[test]
+fn a_revocation_list_signed_too_long_ago_is_refused_and_verify_says_how_fresh() {
+    let market = Market::new();
+    market.publish();
+    publish_old_revocation_list(&market, 10);
+    let reference = market.reference("acme");
+    let grants = market.operator.dir.path().join("grants.yaml");
+    // A fresh home is served a list signed 10 days ago: refused (default 7 days).
+    let text = refused(market.install(&reference), "list #1 was signed 10days");
+    assert!(
+        text.contains("marketplace.revocationsExpireAfter (7d)"),
+        "{text}"
+    );
+    market.no_lockfile();
+    // The operator allows 30 days: it installs, and verify says how old the list is.
+    std::fs::write(&grants, "marketplace:\n  revocationsExpireAfter: 30d\n").unwrap();
+    ok(market.install(&reference));
+    let out = ok(market.operator.agentgate(&["plugins", "verify"]));
+    let text = stdout(&out);
+    assert!(text.contains("list #1 signed 10days"), "{text}");
+    assert!(
+        text.contains("fresh (refused once older than 30d)"),
+        "{text}"
+    );
+    // Back to 7 days: the held list is too old, so the run refuses the plugin and
+    // verify says the list is stale.
+    std::fs::remove_file(&grants).unwrap();
+    let text = refused(market.run(&[]), "list #1 was signed 10days");
+    assert!(text.contains("cannot be loaded"), "{text}");
+    assert!(
+        market.server.requests().is_empty(),
+        "the plugin did not run"
+    );
+    let out = market.operator.agentgate(&["plugins", "verify"]);
+    assert!(!out.status.success());
+    assert!(stdout(&out).contains("STALE"), "{}", stdout(&out));
+    // The publisher re-signs it: fresh again.
+    ok(market.author.agentgate(&[
+        "plugins",
+        "renew-revocations",
+        &market.scope("acme"),
+        "--key",
+        market.key.secret.to_str().unwrap(),
+    ]));
+    let out = ok(market
+        .operator
+        .agentgate(&["plugins", "verify", "--refresh"]));
+    assert!(stdout(&out).contains("list #2 signed"), "{}", stdout(&out));
+    ok(market.run(&[]));
+}
+
+#[test]
+fn a_missing_revocation_list_fails_closed_when_the_operator_requires_lists() {
+    let market = Market::new();
+    market.publish();
+    let reference = market.reference("acme");
+    std::fs::write(
+        market.operator.dir.path().join("grants.yaml"),
+        "marketplace:\n  requireRevocationLists: true\n",
+    )
+    .unwrap();
+    let text = refused(market.install(&reference), "publishes no revocation list");
+    assert!(text.contains("requireRevocationLists"), "{text}");
+    market.no_lockfile();
+    ok(market.author.agentgate(&[
+        "plugins",
+        "renew-revocations",
+        &market.scope("acme"),
+        "--key",
+        market.key.secret.to_str().unwrap(),
+    ]));
+    ok(market.install(&reference));
+}
+
+#[test]
+fn verify_tells_a_file_altered_on_this_host_from_what_the_registry_served() {
+    let market = Market::new();
+    market.publish();
+    ok(market.install(&market.reference("acme")));
+    let locked = market.locked("wasm");
+    let file = market
+        .operator
+        .dir
+        .path()
+        .join("plugins")
+        .join(format!("{}.wasm", locked.trim_start_matches("sha256:")));
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    std::fs::write(&file, rebuilt(&http_driver(), "altered here")).unwrap();
+    let out = market.operator.agentgate(&["plugins", "verify"]);
+    assert!(!out.status.success());
+    let text = stdout(&out);
+    assert!(text.contains("was altered on this host"), "{text}");
+    assert!(!text.contains("the registry served"), "{text}");
+}
+
+/// A raw HTTP server on `address` that answers every request with 200 and then, in
+/// chunks, an endless body (to ENDLESS_CAP) or one byte every 100 ms forever. Stands
+/// where a registry the operator installed from was. Returns the bytes it sent.
+fn hostile_at(address: &str, trickle: bool) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+    use std::io::{Read, Write};
+    use std::sync::atomic::Ordering;
+    let listener = std::net::TcpListener::bind(address).expect("the registry's address is free");
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = sent.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/vnd.oci.image.manifest.v1+json\r\ntransfer-encoding: chunked\r\n\r\n",
+                );
+                let chunk = if trickle {
+                    vec![b' '; 1]
+                } else {
+                    vec![b' '; 64 << 10]
+                };
+                let mut total = 0u64;
+                while total < ENDLESS_CAP {
+                    if trickle {
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
+                    let mut frame = format!("{:x}\r\n", chunk.len()).into_bytes();
+                    frame.extend_from_slice(&chunk);
+                    frame.extend_from_slice(b"\r\n");
+                    if stream.write_all(&frame).is_err() {
+                        return;
+                    }
+                    total += chunk.len() as u64;
+                    counter.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    sent
+}
+
+/// The revocation fetch before a run and `verify --refresh` use the same bounded client
+/// as `install`: a registry turned hostile after the install cannot exhaust memory or
+/// hang them.
+#[test]
+fn revocation_fetches_before_runs_and_verify_refresh_are_bounded_too() {
+    let mut market = Market::new();
+    market.publish();
+    ok(market.install(&market.reference("acme")));
+    let address = market.registry.address.clone();
+    market.registry.stop();
+    let sent = hostile_at(&address, false);
+    let out = measured(
+        &market.operator,
+        &["plugins", "verify", "--refresh"],
+        std::time::Duration::from_secs(120),
+    );
+    println!(
+        "hostile registry after install, endless bodies: `plugins verify --refresh` exited {} after {:.1}s, peak RSS {:.1} MiB (VmHWM; ru_maxrss {:.1} MiB; bound {PEAK_RSS_BOUND_MIB} MiB); the registry sent {:.1} MiB\n  {}",
+        out.code,
+        out.elapsed.as_secs_f64(),
+        out.peak_rss_kib as f64 / 1024.0,
+        out.maxrss_bound_kib as f64 / 1024.0,
+        sent.load(std::sync::atomic::Ordering::SeqCst) as f64 / (1 << 20) as f64,
+        out.stdout.trim()
+    );
+    assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("as the revocation list of")
+            && out.stdout.contains("4194304 bytes a manifest may be"),
+        "{}",
+        out.stdout
+    );
+    assert_rss_bounded(&out);
+    // The fetch before a run: refused, the run goes on with the lists it holds.
+    let text = stderr(&ok(market.run(&["--revocation-max-age", "0s"])));
+    assert!(
+        text.contains("cannot refresh the revocation lists of")
+            && text.contains("4194304 bytes a manifest may be"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_registry_that_trickles_cannot_hang_the_revocation_fetch_before_a_run() {
+    let mut market = Market::new();
+    market.publish();
+    ok(market.install(&market.reference("acme")));
+    let address = market.registry.address.clone();
+    market.registry.stop();
+    let sent = hostile_at(&address, true);
+    std::fs::write(
+        market.operator.dir.path().join("grants.yaml"),
+        "marketplace:\n  registryTimeout: 3s\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let text = stderr(&ok(market.run(&["--revocation-max-age", "0s"])));
+    println!(
+        "trickling registry after install: the run ended after {:.1}s, the registry trickled {} bytes\n  {}",
+        started.elapsed().as_secs_f64(),
+        sent.load(std::sync::atomic::Ordering::SeqCst),
+        text.lines().find(|l| l.contains("revocation")).unwrap_or("")
+    );
+    assert!(
+        text.contains("took too long to send the revocation list"),
+        "{text}"
+    );
+    assert!(
+        sent.load(std::sync::atomic::Ordering::SeqCst) > 5,
+        "it trickled"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+}

@@ -256,6 +256,7 @@ impl Cli {
         let (installed, warnings) = crate::marketplace::load::installed_plugins(
             &self.market_home(),
             self.revocation_max_age,
+            &grants.marketplace,
         )
         .await?;
         for warning in warnings {

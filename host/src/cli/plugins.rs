@@ -79,6 +79,15 @@ pub enum PluginsCommand {
         #[arg(long, default_value = "revoked by its publisher")]
         reason: String,
     },
+    /// Re-sign the key's revocation list for a namespace with the time now (publishing
+    /// an empty one when there is none): hosts refuse a list signed longer ago than
+    /// their `marketplace.revocationsExpireAfter` (default 7 days), so run it more often.
+    RenewRevocations {
+        /// REGISTRY/NAMESPACE.
+        scope: String,
+        #[arg(long, value_name = "SECRET_KEY")]
+        key: PathBuf,
+    },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -325,7 +334,7 @@ async fn market_command(cli: &Cli, command: &PluginsCommand) -> Result<ExitCode,
             }
         }
         PluginsCommand::Install { reference, yes } => {
-            let mut installer = Installer::open(home, cache)?;
+            let mut installer = Installer::open(home, cache, market_settings(cli)?)?;
             match installer.install(reference, *yes).await? {
                 Outcome::AlreadyInstalled(p) => {
                     println!("{} {} is installed already ({})", p.name, p.version, p.wasm)
@@ -341,7 +350,7 @@ async fn market_command(cli: &Cli, command: &PluginsCommand) -> Result<ExitCode,
             }
         }
         PluginsCommand::Update { name, yes } => {
-            let mut installer = Installer::open(home, cache)?;
+            let mut installer = Installer::open(home, cache, market_settings(cli)?)?;
             let names: Vec<String> = match name {
                 Some(name) => vec![name.clone()],
                 None => installer
@@ -367,12 +376,12 @@ async fn market_command(cli: &Cli, command: &PluginsCommand) -> Result<ExitCode,
             }
         }
         PluginsCommand::Remove { name } => {
-            let mut installer = Installer::open(home, cache)?;
+            let mut installer = Installer::open(home, cache, market_settings(cli)?)?;
             let removed = installer.remove(name)?;
             println!("removed {} {}", removed.name, removed.version);
         }
         PluginsCommand::Verify { refresh } => {
-            let mut installer = Installer::open(home, cache)?;
+            let mut installer = Installer::open(home, cache, market_settings(cli)?)?;
             let (lines, ok) = installer.verify(*refresh).await;
             for line in lines {
                 println!("{line}");
@@ -389,11 +398,22 @@ async fn market_command(cli: &Cli, command: &PluginsCommand) -> Result<ExitCode,
             let (digest, sequence) = marketplace::publish::revoke(reference, key, reason).await?;
             println!("revoked {reference} ({digest}) in revocation list #{sequence}");
         }
+        PluginsCommand::RenewRevocations { scope, key } => {
+            let sequence = marketplace::publish::renew_revocations(scope, key).await?;
+            println!("re-signed the revocation list of {scope} as #{sequence}, signed now");
+        }
         PluginsCommand::List | PluginsCommand::Inspect { .. } | PluginsCommand::Cache { .. } => {
             unreachable!("handled by run")
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The operator's marketplace settings: `marketplace:` in grants.yaml.
+fn market_settings(cli: &Cli) -> Result<marketplace::MarketSettings, MarketError> {
+    crate::runtime::Grants::from_file(&cli.home().join("grants.yaml"))
+        .map(|grants| grants.marketplace)
+        .map_err(|e| MarketError::Input(e.to_string()))
 }
 
 /// `events, sandbox; docker.images: node:20`: what a locked grant allows.

@@ -6,7 +6,7 @@
 //! Describing goes through the host's caches, so an installed component is compiled
 //! once, at install, and the first run pays nothing.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::MarketError;
 use crate::runtime::{Runtime, RuntimeConfig};
@@ -37,10 +37,20 @@ pub async fn describe(wasm: &[u8], cache: &CacheSettings) -> Result<ComponentFac
         .map_err(|e| MarketError::Input(format!("cannot make a temporary folder: {e}")))?;
     let path = dir.path().join("component.wasm");
     std::fs::write(&path, wasm).map_err(|e| MarketError::file(&path, e))?;
+    describe_file(&path, cache).await
+}
+
+/// Describes the component at `path`, which must be alone in its folder (the folder is
+/// loaded as a plugin folder), without reading it into memory here.
+pub async fn describe_file(
+    path: &Path,
+    cache: &CacheSettings,
+) -> Result<ComponentFacts, MarketError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: cache.dir.clone(),
         cache_max_bytes: cache.max_bytes,
-        plugin_dirs: vec![dir.path().to_path_buf()],
+        plugin_dirs: vec![dir.to_path_buf()],
         ..RuntimeConfig::default()
     })
     .await
@@ -52,7 +62,7 @@ pub async fn describe(wasm: &[u8], cache: &CacheSettings) -> Result<ComponentFac
             broken.reason
         )));
     }
-    let origin = crate::runtime::PluginOrigin::File(path.clone());
+    let origin = crate::runtime::PluginOrigin::File(path.to_path_buf());
     let plugin = catalog
         .plugins()
         .find(|p| *p.origin() == origin)

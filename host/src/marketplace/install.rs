@@ -8,11 +8,12 @@
 use super::component::{self, CacheSettings, ComponentFacts};
 use super::consent;
 use super::lockfile::{self, LockedPlugin, Lockfile};
-use super::oci::{sha256, PluginRef, PulledPlugin, Registry};
+use super::oci::{sha256_file, PluginRef, PulledPlugin, Registry};
 use super::revocation::RevocationCache;
 use super::signature::{self, PluginStatement, PLUGIN_STATEMENT};
 use super::trust::TrustStore;
-use super::{write_atomically, MarketError, MarketHome};
+use super::{MarketError, MarketHome, MarketSettings};
+use crate::runtime::grants::Grant;
 use crate::runtime::Grants;
 
 /// What a command did.
@@ -31,6 +32,9 @@ pub enum Outcome {
 struct Verified {
     reference: PluginRef,
     pulled: PulledPlugin,
+    /// The download folder (in the home's component folder, so the file is moved into
+    /// place, not copied); removed with what is left in it.
+    _download: tempfile::TempDir,
     statement: PluginStatement,
     signer: String,
     facts: ComponentFacts,
@@ -60,12 +64,20 @@ pub struct Installer {
     lock: Lockfile,
     revocations: RevocationCache,
     cache: CacheSettings,
+    settings: MarketSettings,
 }
 
 impl Installer {
-    pub fn open(home: MarketHome, cache: CacheSettings) -> Result<Installer, MarketError> {
+    /// Opens the home's marketplace files; every registry request is bounded by the
+    /// operator's `settings`.
+    pub fn open(
+        home: MarketHome,
+        cache: CacheSettings,
+        settings: MarketSettings,
+    ) -> Result<Installer, MarketError> {
         Ok(Installer {
-            registry: Registry::new(),
+            registry: Registry::with_settings(&settings),
+            settings,
             trust: TrustStore::load(&home.trust_store())?,
             lock: Lockfile::load(&home.lockfile())?,
             revocations: RevocationCache::load(&home.revocations())?,
@@ -228,6 +240,21 @@ impl Installer {
                 Some(problem) => format!("{} {}: {problem}", locked.name, locked.version),
             });
         }
+        // How fresh each list is, as its publisher signed it.
+        let scopes: std::collections::BTreeSet<String> = self
+            .lock
+            .plugins()
+            .iter()
+            .map(|p| p.scope.clone())
+            .collect();
+        for scope in scopes {
+            for line in self
+                .revocations
+                .freshness(&self.trust, &scope, &self.settings)
+            {
+                lines.push(format!("revocations of {scope}: {line}"));
+            }
+        }
         (lines, ok)
     }
 
@@ -237,16 +264,20 @@ impl Installer {
         online: bool,
     ) -> Result<(), MarketError> {
         let path = self.home.component(&locked.wasm);
-        let bytes = std::fs::read(&path).map_err(|e| MarketError::file(&path, e))?;
-        let actual = sha256(&bytes);
+        let actual = sha256_file(&path).map_err(|e| MarketError::file(&path, e))?;
         if actual != locked.wasm {
-            return Err(MarketError::BytesMismatch {
+            // The file on this host changed since it was installed and checked: the
+            // registry is not what altered it.
+            return Err(MarketError::InstalledAltered {
+                name: locked.name.clone(),
                 reference: locked.reference.clone(),
-                what: format!("the locked sha256 of {}", path.display()),
+                path: path.display().to_string(),
                 expected: locked.wasm.clone(),
                 actual,
             });
         }
+        self.revocations
+            .check_fresh(&self.trust, &locked.scope, &self.settings)?;
         if let Some(revocation) =
             self.revocations
                 .revocation_of(&self.trust, &locked.scope, &locked.wasm)
@@ -274,7 +305,7 @@ impl Installer {
 
     async fn refresh_revocations(&mut self, scope: &str) -> Result<(), MarketError> {
         self.revocations
-            .refresh(&self.registry, &self.trust, scope)
+            .refresh(&self.registry, &self.trust, scope, &self.settings)
             .await
     }
 
@@ -298,7 +329,16 @@ impl Installer {
 
     /// Fetches `reference` and runs every check; nothing is written.
     async fn fetch_verified(&mut self, reference: &PluginRef) -> Result<Verified, MarketError> {
-        let pulled = self.registry.pull_plugin(reference).await?;
+        let components = self.home.components();
+        std::fs::create_dir_all(&components).map_err(|e| MarketError::file(&components, e))?;
+        let download = tempfile::Builder::new()
+            .prefix(".download-")
+            .tempdir_in(&components)
+            .map_err(|e| MarketError::file(&components, e))?;
+        let pulled = self
+            .registry
+            .pull_plugin(reference, download.path())
+            .await?;
         let signed = self
             .registry
             .pull_signature(reference, &pulled.manifest_digest)
@@ -362,13 +402,14 @@ impl Installer {
                 reference.tag()
             )));
         }
-        let actual = sha256(&pulled.wasm);
-        if statement.wasm != actual {
+        // The download's digest was computed as it arrived and checked against the
+        // manifest; the signature must name the same bytes.
+        if statement.wasm != pulled.wasm_digest {
             return Err(MarketError::BytesMismatch {
                 reference: reference.to_string(),
                 what: "the signed sha256".into(),
                 expected: statement.wasm.clone(),
-                actual,
+                actual: pulled.wasm_digest.clone(),
             });
         }
         self.refresh_revocations(&scope).await?;
@@ -382,7 +423,7 @@ impl Installer {
                 revocation,
             });
         }
-        let facts = component::describe(&pulled.wasm, &self.cache).await?;
+        let facts = component::describe_file(&pulled.path, &self.cache).await?;
         if facts.name != statement.name || facts.version != statement.version {
             return Err(mismatch(format!(
                 "the component describes itself as {} {}, the signature says {} {}",
@@ -409,9 +450,11 @@ impl Installer {
             &statement.wasm,
         );
         check_grant(&statement.name, &grant, &reference.to_string())?;
+        check_scopes_imported(&grant).map_err(|e| mismatch(e.to_string()))?;
         Ok(Verified {
             reference: reference.clone(),
             pulled,
+            _download: download,
             statement,
             signer: key_id,
             facts,
@@ -426,7 +469,8 @@ impl Installer {
         previous: Option<&LockedPlugin>,
     ) -> Result<LockedPlugin, MarketError> {
         let locked = verified.locked();
-        write_atomically(&self.home.component(&locked.wasm), &verified.pulled.wasm)?;
+        let path = self.home.component(&locked.wasm);
+        std::fs::rename(&verified.pulled.path, &path).map_err(|e| MarketError::file(&path, e))?;
         self.lock.put(locked.clone());
         self.lock.save()?;
         if let Some(previous) = previous.filter(|p| p.wasm != locked.wasm) {
@@ -446,6 +490,47 @@ pub fn check_grant(name: &str, grant: &serde_json::Value, origin: &str) -> Resul
         .map_err(|e| {
             MarketError::Input(format!("the scopes it asks for are not a valid grant: {e}"))
         })
+}
+
+/// Scopes a statement asks for capabilities the component does not import.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "it carries scopes for {} [{}], which the component does not import (it imports [{}]); a plugin asks only for scopes of capabilities it imports",
+    if unimported.len() == 1 { "capability" } else { "capabilities" },
+    unimported.join(", "),
+    imported.join(", ")
+)]
+pub struct UnimportedScopes {
+    pub unimported: Vec<String>,
+    pub imported: Vec<String>,
+}
+
+/// Refuses scopes for capabilities the component does not import: the statement
+/// may ask only for what its imports can use, so nothing unused lands in the lockfile
+/// (where a later build that imports it would find it granted). `grant` has passed
+/// [`check_grant`].
+pub fn check_scopes_imported(grant: &serde_json::Value) -> Result<(), UnimportedScopes> {
+    let grant: Grant = serde_yaml::to_value(grant)
+        .ok()
+        .and_then(|entry| serde_yaml::from_value(entry).ok())
+        .unwrap_or_default();
+    let unimported: Vec<String> = grant
+        .scopes
+        .keys()
+        .filter(|c| !grant.capabilities.contains(*c))
+        .map(|c| c.name().to_string())
+        .collect();
+    if unimported.is_empty() {
+        return Ok(());
+    }
+    Err(UnimportedScopes {
+        unimported,
+        imported: grant
+            .capabilities
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect(),
+    })
 }
 
 fn not_installed(name: &str, lock: &Lockfile) -> MarketError {

@@ -3,8 +3,9 @@
 //! Before plugins are loaded, the revocation lists of each namespace installed from
 //! are fetched again when older than the maximum age; offline, the last verified lists
 //! hold and their age is reported. Each locked plugin is handed to the catalog with
-//! its locked sha256 and, when revoked (or its signer is no longer trusted), the
-//! reason, so it is refused at load.
+//! its locked sha256 and, when revoked (or its signer is no longer trusted, or the
+//! lists of its namespace are too old or missing when required), the reason, so it is
+//! refused at load.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use super::lockfile::Lockfile;
 use super::oci::Registry;
 use super::revocation::{age_text, RevocationCache};
 use super::trust::TrustStore;
-use super::{MarketError, MarketHome};
+use super::{MarketError, MarketHome, MarketSettings};
 use crate::runtime::Installed;
 
 /// The installed plugins as the runtime loads them, and warnings to show (a refresh
@@ -21,6 +22,7 @@ use crate::runtime::Installed;
 pub async fn installed_plugins(
     home: &MarketHome,
     max_age: Duration,
+    settings: &MarketSettings,
 ) -> Result<(Vec<Installed>, Vec<String>), MarketError> {
     let lock = Lockfile::load(&home.lockfile())?;
     if lock.plugins().is_empty() {
@@ -36,8 +38,8 @@ pub async fn installed_plugins(
         if age.is_some_and(|age| age <= max_age) {
             continue;
         }
-        let registry = registry.get_or_insert_with(Registry::new);
-        if let Err(e) = revocations.refresh(registry, &trust, scope).await {
+        let registry = registry.get_or_insert_with(|| Registry::with_settings(settings));
+        if let Err(e) = revocations.refresh(registry, &trust, scope, settings).await {
             warnings.push(format!(
                 "cannot refresh the revocation lists of {scope}: {e}; {}",
                 match age {
@@ -59,10 +61,14 @@ pub async fn installed_plugins(
                     "installed {} {} was signed by key {}, which is no longer trusted for {}; trust it again or `agentgate plugins remove {}`",
                     p.name, p.version, p.signer, p.scope, p.name
                 ))
+            } else if let Some(r) = revocations.revocation_of(&trust, &p.scope, &p.wasm) {
+                Some(format!("installed {} {} is {r}", p.name, p.version))
             } else {
+                // Lists too old (or missing when required) cannot say it is not revoked.
                 revocations
-                    .revocation_of(&trust, &p.scope, &p.wasm)
-                    .map(|r| format!("installed {} {} is {r}", p.name, p.version))
+                    .check_fresh(&trust, &p.scope, settings)
+                    .err()
+                    .map(|e| format!("installed {} {} cannot be loaded: {e}", p.name, p.version))
             };
             Installed {
                 path: home.component(&p.wasm),

@@ -14,12 +14,14 @@
 
 pub mod component;
 pub mod consent;
+pub mod fetch;
 pub mod install;
 pub mod load;
 pub mod lockfile;
 pub mod oci;
 pub mod publish;
 pub mod revocation;
+pub mod settings;
 pub mod signature;
 pub mod trust;
 
@@ -28,6 +30,7 @@ use std::path::{Path, PathBuf};
 pub use install::{Installer, Outcome};
 pub use lockfile::{LockedPlugin, Lockfile};
 pub use oci::PluginRef;
+pub use settings::MarketSettings;
 
 /// Why a marketplace command refused or failed. Each refusal has its own variant (and
 /// message) so an operator, or a script, can tell a missing plugin from a registry
@@ -63,6 +66,29 @@ pub enum MarketError {
         key_id: String,
         reason: String,
     },
+    #[error("refused what the registry sent as {what} of {reference}: {reason}")]
+    Body {
+        reference: String,
+        what: String,
+        reason: String,
+    },
+    #[error("the registry {registry} took too long to send {what} of {reference}: {reason}")]
+    TimedOut {
+        registry: String,
+        what: String,
+        reference: String,
+        reason: String,
+    },
+    #[error("the installed file of {name} was altered on this host: {path} is {actual} but plugins.lock holds {expected}; the registry is not involved. Reinstall it: `agentgate plugins remove {name}` then `agentgate plugins install {reference}`")]
+    InstalledAltered {
+        name: String,
+        reference: String,
+        path: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("the revocation lists of {scope} cannot be trusted: {reason}")]
+    Revocations { scope: String, reason: String },
     #[error("the bytes of {reference} do not match: {what} is {expected} but the registry served {actual}; the stored component was altered")]
     BytesMismatch {
         reference: String,

@@ -18,7 +18,8 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use sha2::{Digest, Sha256};
 
-use super::MarketError;
+use super::fetch::{error_chain, is_loopback, Fetcher, Limit, Target};
+use super::{MarketError, MarketSettings};
 
 /// The config media type of the CNCF Wasm OCI layout.
 pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
@@ -34,9 +35,20 @@ const EMPTY_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
 /// The repository, under a namespace, that holds its revocation lists.
 pub const REVOCATIONS_REPOSITORY: &str = "agentgate-revocations";
 
-/// Bounds of what is pulled, so a hostile registry cannot fill the disk or memory.
-const MAX_COMPONENT_BYTES: i64 = 256 << 20;
-const MAX_STATEMENT_BYTES: i64 = 1 << 20;
+/// The fixed caps of what is pulled besides the component (whose bound is its
+/// declared size and the operator's `marketplace.maxComponentSize`).
+pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
+pub const MAX_STATEMENT_BYTES: u64 = 1 << 20;
+pub const MAX_TAG_LIST_BYTES: u64 = 4 << 20;
+
+/// Why a text is not a namespace (`REGISTRY/NAMESPACE`).
+#[derive(Debug, thiserror::Error)]
+pub enum ScopeError {
+    #[error("it is not a namespace a plugin reference can name")]
+    NotANamespace,
+    #[error("it reads as {0}")]
+    ReadsAs(String),
+}
 
 /// `REGISTRY/NAMESPACE/NAME:VERSION`: where a plugin is published.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +101,18 @@ impl PluginRef {
         format!("{}/{namespace}", self.registry())
     }
 
+    /// Checks that `text` is a namespace, `REGISTRY/NAMESPACE`, by the grammar
+    /// references are read with (so no `..`, no control characters, no upper case, no
+    /// tag or digest): a plugin reference below it must parse and name exactly it.
+    pub fn check_scope(text: &str) -> Result<(), ScopeError> {
+        let below =
+            PluginRef::parse(&format!("{text}/name:0")).map_err(|_| ScopeError::NotANamespace)?;
+        if below.scope() != text {
+            return Err(ScopeError::ReadsAs(below.scope()));
+        }
+        Ok(())
+    }
+
     /// The last part of the repository: the plugin's name.
     pub fn name(&self) -> &str {
         let repository = self.reference.repository();
@@ -121,12 +145,20 @@ impl std::fmt::Display for PluginRef {
     }
 }
 
-/// A pulled plugin: the manifest's digest and the component's bytes, checked against
-/// the layer's digest.
+/// A pulled plugin: the manifest's digest and the component, downloaded to a file and
+/// checked against the layer's digest and size.
 pub struct PulledPlugin {
     pub manifest_digest: String,
     pub wasm_digest: String,
-    pub wasm: Vec<u8>,
+    /// The downloaded component, in the folder given to [`Registry::pull_plugin`].
+    pub path: std::path::PathBuf,
+    pub size: u64,
+}
+
+/// What a plugin's manifest says: its digest and its one component layer.
+pub struct PluginManifest {
+    pub manifest_digest: String,
+    pub layer: OciDescriptor,
 }
 
 /// A statement and its minisign signature, as stored in a signature or revocation
@@ -137,9 +169,12 @@ pub struct SignedArtifact {
 }
 
 /// Speaks to OCI registries: loopback registries in plain HTTP, every other one in
-/// HTTPS.
+/// HTTPS. Everything pulled goes through one bounded fetch ([`super::fetch`]); pushing
+/// (the author's side, to their own registry) goes through `oci-client`.
 pub struct Registry {
     auth: RegistryAuth,
+    fetcher: Fetcher,
+    settings: MarketSettings,
 }
 
 impl Default for Registry {
@@ -149,12 +184,18 @@ impl Default for Registry {
 }
 
 impl Registry {
+    /// A registry client with the default bounds.
     pub fn new() -> Registry {
-        // TLS, for registries that are not on loopback, uses ring (the provider the
-        // rest of the host uses); installing it twice is harmless.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        Registry::with_settings(&MarketSettings::default())
+    }
+
+    /// A registry client bounded by the operator's `settings`.
+    pub fn with_settings(settings: &MarketSettings) -> Registry {
+        // The fetcher installs the TLS provider the push client uses too.
         Registry {
             auth: RegistryAuth::Anonymous,
+            fetcher: Fetcher::new(settings.registry_timeout),
+            settings: settings.clone(),
         }
     }
 
@@ -167,6 +208,8 @@ impl Registry {
         };
         Client::new(ClientConfig {
             protocol,
+            connect_timeout: Some(super::fetch::CONNECT_TIMEOUT),
+            read_timeout: Some(super::fetch::IDLE_TIMEOUT),
             ..ClientConfig::default()
         })
     }
@@ -202,42 +245,88 @@ impl Registry {
 
     /// The digest of the manifest `reference`'s tag points at now.
     pub async fn resolve(&self, reference: &PluginRef) -> Result<String, MarketError> {
-        let (_, digest) = self.manifest(reference, "the plugin").await?;
-        Ok(digest)
+        let (_, descriptor) = self.manifest(reference, "the plugin").await?;
+        Ok(descriptor.digest)
     }
 
     /// The tags of `reference`'s repository.
     pub async fn tags(&self, reference: &PluginRef) -> Result<Vec<String>, MarketError> {
-        let client = self.client_for(reference.registry());
-        let tags = client
-            .list_tags(reference.oci(), &self.auth, None, None)
-            .await
-            .map_err(|e| classify(e, "the repository", reference))?;
-        Ok(tags.tags)
+        #[derive(serde::Deserialize)]
+        struct TagList {
+            #[serde(default)]
+            tags: Option<Vec<String>>,
+        }
+        let mut body = Vec::new();
+        self.fetcher
+            .get(
+                &Target {
+                    registry: reference.registry(),
+                    repository: reference.oci().repository(),
+                    path: "tags/list".into(),
+                    accept: None,
+                    what: "the tag list",
+                    reference: reference.repository(),
+                },
+                Limit::AtMost {
+                    bytes: MAX_TAG_LIST_BYTES,
+                    of: "a tag list",
+                },
+                &mut body,
+            )
+            .await?;
+        let list: TagList = serde_json::from_slice(&body).map_err(|e| MarketError::Registry {
+            reference: reference.repository(),
+            reason: format!("its tag list is not one: {e}"),
+        })?;
+        Ok(list.tags.unwrap_or_default())
     }
 
+    /// The manifest `reference` points at, read within [`MAX_MANIFEST_BYTES`], and its
+    /// descriptor (digest computed here, not taken from the registry's header).
     async fn manifest(
         &self,
         reference: &PluginRef,
         what: &str,
-    ) -> Result<(OciImageManifest, String), MarketError> {
-        let client = self.client_for(reference.registry());
-        let (bytes, _) = client
-            .pull_manifest_raw(reference.oci(), &self.auth, &[OCI_IMAGE_MEDIA_TYPE])
-            .await
-            .map_err(|e| classify(e, what, reference))?;
-        // The digest is computed here, not taken from the registry's header.
-        let digest = sha256(&bytes);
+    ) -> Result<(OciImageManifest, OciDescriptor), MarketError> {
+        let mut bytes = Vec::new();
+        let digest = self
+            .fetcher
+            .get(
+                &Target {
+                    registry: reference.registry(),
+                    repository: reference.oci().repository(),
+                    path: format!("manifests/{}", reference.tag()),
+                    accept: Some(OCI_IMAGE_MEDIA_TYPE),
+                    what,
+                    reference: reference.to_string(),
+                },
+                Limit::AtMost {
+                    bytes: MAX_MANIFEST_BYTES,
+                    of: "a manifest",
+                },
+                &mut bytes,
+            )
+            .await?;
         let manifest = serde_json::from_slice(&bytes).map_err(|e| MarketError::Registry {
             reference: reference.to_string(),
             reason: format!("its manifest is not an OCI image manifest: {e}"),
         })?;
-        Ok((manifest, digest))
+        let descriptor = OciDescriptor {
+            media_type: OCI_IMAGE_MEDIA_TYPE.to_string(),
+            digest,
+            size: bytes.len() as i64,
+            ..OciDescriptor::default()
+        };
+        Ok((manifest, descriptor))
     }
 
-    /// Pulls the plugin `reference` points at.
-    pub async fn pull_plugin(&self, reference: &PluginRef) -> Result<PulledPlugin, MarketError> {
-        let (manifest, manifest_digest) = self.manifest(reference, "the plugin").await?;
+    /// The manifest of the plugin `reference` points at, checked to be a Wasm plugin
+    /// of one component layer.
+    pub async fn plugin_manifest(
+        &self,
+        reference: &PluginRef,
+    ) -> Result<PluginManifest, MarketError> {
+        let (manifest, descriptor) = self.manifest(reference, "the plugin").await?;
         if manifest.config.media_type != WASM_CONFIG_MEDIA_TYPE {
             return Err(not_a_plugin(
                 reference,
@@ -256,40 +345,80 @@ impl Registry {
                 format!("its layer is {}", layer.media_type),
             ));
         }
-        let wasm = self
-            .blob(reference, layer, MAX_COMPONENT_BYTES, "the component")
-            .await?;
-        Ok(PulledPlugin {
-            manifest_digest,
-            wasm_digest: layer.digest.clone(),
-            wasm,
+        Ok(PluginManifest {
+            manifest_digest: descriptor.digest,
+            layer: layer.clone(),
         })
     }
 
+    /// Pulls the plugin `reference` points at: its component is streamed to
+    /// `dir/component.wasm`, never held in memory, refused before the download when
+    /// its declared size is over the operator's `marketplace.maxComponentSize`.
+    pub async fn pull_plugin(
+        &self,
+        reference: &PluginRef,
+        dir: &std::path::Path,
+    ) -> Result<PulledPlugin, MarketError> {
+        let plugin = self.plugin_manifest(reference).await?;
+        let max = self.settings.max_component_size;
+        let size = declared_size(reference, &plugin.layer, "the component")?;
+        if size > max {
+            return Err(MarketError::Body {
+                reference: reference.to_string(),
+                what: "the component".into(),
+                reason: format!(
+                    "its descriptor declares {size} bytes, more than the {max} allowed (marketplace.maxComponentSize in grants.yaml); refused before downloading it"
+                ),
+            });
+        }
+        let path = dir.join("component.wasm");
+        let mut file = tokio::fs::File::create(&path)
+            .await
+            .map_err(|e| MarketError::file(&path, e))?;
+        self.blob(reference, &plugin.layer, size, "the component", &mut file)
+            .await?;
+        file.sync_all()
+            .await
+            .map_err(|e| MarketError::file(&path, e))?;
+        Ok(PulledPlugin {
+            manifest_digest: plugin.manifest_digest,
+            wasm_digest: plugin.layer.digest,
+            path,
+            size,
+        })
+    }
+
+    /// Pulls the blob `layer` of `size` bytes (its declared size) into `sink`, and
+    /// checks its digest.
     async fn blob(
         &self,
         reference: &PluginRef,
         layer: &OciDescriptor,
-        max: i64,
+        size: u64,
         what: &str,
-    ) -> Result<Vec<u8>, MarketError> {
-        if layer.size > max || layer.size < 0 {
+        sink: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+    ) -> Result<(), MarketError> {
+        if !is_sha256(&layer.digest) {
             return Err(MarketError::Registry {
                 reference: reference.to_string(),
-                reason: format!(
-                    "{what} is {} bytes, more than the {max} allowed",
-                    layer.size
-                ),
+                reason: format!("{what}'s digest {:?} is not sha256:<hex>", layer.digest),
             });
         }
-        let client = self.client_for(reference.registry());
-        let mut bytes = Vec::new();
-        client
-            .pull_blob(reference.oci(), layer, &mut bytes)
-            .await
-            .map_err(|e| classify(e, what, reference))?;
-        // Checked here too: the client's check depends on how the registry answers.
-        let actual = sha256(&bytes);
+        let actual = self
+            .fetcher
+            .get(
+                &Target {
+                    registry: reference.registry(),
+                    repository: reference.oci().repository(),
+                    path: format!("blobs/{}", layer.digest),
+                    accept: None,
+                    what,
+                    reference: reference.to_string(),
+                },
+                Limit::Exactly(size),
+                sink,
+            )
+            .await?;
         if actual != layer.digest {
             return Err(MarketError::BytesMismatch {
                 reference: reference.to_string(),
@@ -298,6 +427,27 @@ impl Registry {
                 actual,
             });
         }
+        Ok(())
+    }
+
+    /// A small blob (a statement, a signature), bounded by `max` and its declared size.
+    async fn small_blob(
+        &self,
+        reference: &PluginRef,
+        layer: &OciDescriptor,
+        max: u64,
+        what: &str,
+    ) -> Result<Vec<u8>, MarketError> {
+        let size = declared_size(reference, layer, what)?;
+        if size > max {
+            return Err(MarketError::Body {
+                reference: reference.to_string(),
+                what: what.to_string(),
+                reason: format!("its descriptor declares {size} bytes, more than the {max} allowed; refused before downloading it"),
+            });
+        }
+        let mut bytes = Vec::new();
+        self.blob(reference, layer, size, what, &mut bytes).await?;
         Ok(bytes)
     }
 
@@ -308,7 +458,7 @@ impl Registry {
         subject: &str,
         signed: &SignedArtifact,
     ) -> Result<(), MarketError> {
-        let (_, subject_descriptor) = self.descriptor_of(reference).await?;
+        let (_, subject_descriptor) = self.manifest(reference, "the plugin").await?;
         self.push_signed(
             &reference.with_tag(&signature_tag(subject)),
             SIGNATURE_ARTIFACT_TYPE,
@@ -332,7 +482,7 @@ impl Registry {
     }
 
     /// The revocation list of `key_id` for the namespace `scope`; `None` when the key
-    /// never revoked anything there.
+    /// never published one there.
     pub async fn pull_revocations(
         &self,
         scope: &str,
@@ -355,30 +505,6 @@ impl Registry {
             None,
         )
         .await
-    }
-
-    /// The descriptor of the manifest `reference` points at, for a `subject`.
-    async fn descriptor_of(
-        &self,
-        reference: &PluginRef,
-    ) -> Result<(OciImageManifest, OciDescriptor), MarketError> {
-        let client = self.client_for(reference.registry());
-        let (bytes, _) = client
-            .pull_manifest_raw(reference.oci(), &self.auth, &[OCI_IMAGE_MEDIA_TYPE])
-            .await
-            .map_err(|e| classify(e, "the plugin", reference))?;
-        let manifest: OciImageManifest =
-            serde_json::from_slice(&bytes).map_err(|e| MarketError::Registry {
-                reference: reference.to_string(),
-                reason: format!("its manifest is not an OCI image manifest: {e}"),
-            })?;
-        let descriptor = OciDescriptor {
-            media_type: OCI_IMAGE_MEDIA_TYPE.to_string(),
-            digest: sha256(&bytes),
-            size: bytes.len() as i64,
-            ..OciDescriptor::default()
-        };
-        Ok((manifest, descriptor))
     }
 
     async fn push_signed(
@@ -433,10 +559,10 @@ impl Registry {
                 })
         };
         let statement = self
-            .blob(at, layer(STATEMENT_MEDIA_TYPE)?, MAX_STATEMENT_BYTES, what)
+            .small_blob(at, layer(STATEMENT_MEDIA_TYPE)?, MAX_STATEMENT_BYTES, what)
             .await?;
         let signature = self
-            .blob(at, layer(MINISIGN_MEDIA_TYPE)?, MAX_STATEMENT_BYTES, what)
+            .small_blob(at, layer(MINISIGN_MEDIA_TYPE)?, MAX_STATEMENT_BYTES, what)
             .await?;
         let signature = String::from_utf8(signature).map_err(|_| MarketError::Registry {
             reference: at.to_string(),
@@ -447,6 +573,25 @@ impl Registry {
             signature,
         }))
     }
+}
+
+/// The size a descriptor declares, refused when negative.
+fn declared_size(
+    reference: &PluginRef,
+    layer: &OciDescriptor,
+    what: &str,
+) -> Result<u64, MarketError> {
+    u64::try_from(layer.size).map_err(|_| MarketError::Body {
+        reference: reference.to_string(),
+        what: what.to_string(),
+        reason: format!("its descriptor declares {} bytes", layer.size),
+    })
+}
+
+fn is_sha256(digest: &str) -> bool {
+    digest
+        .strip_prefix("sha256:")
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// `sha256-<hex>.sig`: where the signature of manifest `sha256:<hex>` is found.
@@ -468,16 +613,12 @@ pub fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
-fn is_loopback(registry: &str) -> bool {
-    let host = registry
-        .rsplit_once(':')
-        .filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
-        .map_or(registry, |(host, _)| host);
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+/// `sha256:<hex>` of the file at `path`, read in pieces (a component may be large).
+pub fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher)?;
+    Ok(format!("sha256:{}", hex::encode(hasher.finalize())))
 }
 
 fn not_a_plugin(reference: &PluginRef, why: String) -> MarketError {
@@ -531,17 +672,6 @@ fn classify(error: OciDistributionError, what: &str, reference: &PluginRef) -> M
     }
 }
 
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -554,6 +684,20 @@ mod tests {
         assert_eq!(r.name(), "my-driver");
         assert_eq!(r.tag(), "1.2.0");
         assert_eq!(r.to_string(), "127.0.0.1:5000/acme/tools/my-driver:1.2.0");
+        PluginRef::check_scope("127.0.0.1:5000/acme").unwrap();
+        PluginRef::check_scope("ghcr.io/acme/tools").unwrap();
+        for bad in [
+            "127.0.0.1:5000/acme/../evil",
+            "127.0.0.1:5000/acme\nx",
+            "127.0.0.1:5000/Acme",
+            "127.0.0.1:5000/acme:1",
+            "127.0.0.1:5000/acme@sha256:00",
+            "127.0.0.1:5000",
+            "acme/tools",
+            "127.0.0.1:5000/*",
+        ] {
+            assert!(PluginRef::check_scope(bad).is_err(), "{bad:?}");
+        }
         for bad in [
             "acme/my-driver:1.0",
             "127.0.0.1:5000/my-driver:1.0",

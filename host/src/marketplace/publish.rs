@@ -1,11 +1,12 @@
 //! The author's side: `plugins publish` pushes a component and its signed statement;
-//! `plugins revoke` adds a signed revocation of a published component.
+//! `plugins revoke` adds a signed revocation of a published component;
+//! `plugins renew-revocations` re-signs a key's list with the time now.
 
 use std::path::Path;
 
 use super::component::{self, CacheSettings};
 use super::consent;
-use super::install::check_grant;
+use super::install::{check_grant, check_scopes_imported};
 use super::oci::{sha256, signature_tag, PluginRef, Registry, SignedArtifact};
 use super::revocation::{self, Revocation};
 use super::signature::{PluginStatement, SigningKey, PLUGIN_STATEMENT};
@@ -82,6 +83,11 @@ pub async fn publish(
         &statement.wasm,
     );
     check_grant(&statement.name, &grant, "--scopes")?;
+    check_scopes_imported(&grant).map_err(|e| {
+        MarketError::Input(format!(
+            "--scopes: {e}; remove those keys, or publish a build that imports them"
+        ))
+    })?;
     let statement_bytes = serde_json::to_vec_pretty(&statement).expect("json");
     let signature = key.sign(
         &statement_bytes,
@@ -122,14 +128,25 @@ pub async fn revoke(
     let reference = PluginRef::parse(reference)?;
     let key = SigningKey::from_file(key)?;
     let registry = Registry::new();
-    let pulled = registry.pull_plugin(&reference).await?;
+    // The manifest names the component's digest: nothing else is downloaded.
+    let plugin = registry.plugin_manifest(&reference).await?;
     let revocation = Revocation {
         reference: reference.to_string(),
-        manifest: pulled.manifest_digest,
-        wasm: pulled.wasm_digest.clone(),
+        manifest: plugin.manifest_digest,
+        wasm: plugin.layer.digest.clone(),
         reason: reason.to_string(),
         revoked_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
     };
     let sequence = revocation::publish(&registry, &key, &reference.scope(), revocation).await?;
-    Ok((pulled.wasm_digest, sequence))
+    Ok((plugin.layer.digest, sequence))
+}
+
+/// `plugins renew-revocations SCOPE --key KEY`: re-signs the key's revocation list for
+/// `SCOPE` with the time now; returns its sequence number.
+pub async fn renew_revocations(scope: &str, key: &Path) -> Result<u64, MarketError> {
+    PluginRef::check_scope(scope).map_err(|why| {
+        MarketError::Input(format!("{scope:?}: {why}; expected REGISTRY/NAMESPACE"))
+    })?;
+    let key = SigningKey::from_file(key)?;
+    revocation::renew(&Registry::new(), &key, scope).await
 }

@@ -13,6 +13,14 @@
 //! when the last fetch is older than a maximum age (default one hour); offline, the last
 //! verified lists hold and their age is reported. A revoked component is refused at
 //! load, naming the revocation.
+//!
+//! Each list carries the time it was signed (`signedAt`), as TUF's timestamp role
+//! does: a list signed longer ago than the operator's `marketplace.revocationsExpireAfter`
+//! (default 7 days) is refused, at fetch and at load, so a registry that serves a
+//! fresh host an old list (or keeps a host on an old one) hides a revocation for at most
+//! that long. Its publisher re-signs it (`agentgate plugins renew-revocations`) more
+//! often than that. A key that never published a list has revoked nothing, unless the
+//! operator sets `marketplace.requireRevocationLists`: then a missing list fails closed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,6 +29,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::oci::{Registry, SignedArtifact};
+use super::settings::MarketSettings;
 use super::signature::{self, SigningKey};
 use super::trust::TrustStore;
 use super::{write_atomically, MarketError};
@@ -29,6 +38,25 @@ use super::{write_atomically, MarketError};
 pub const REVOCATIONS_STATEMENT: &str = "agentgate.revocations/v1";
 /// How old the fetched lists may be before a run fetches them again.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(3600);
+
+/// Why a list is too old to rely on.
+#[derive(Debug, thiserror::Error)]
+pub enum Stale {
+    #[error("list #{sequence} carries no signing time (signed by an agentgate from before lists were timestamped), so how old it is cannot be told; its publisher re-signs it with `agentgate plugins renew-revocations`")]
+    NoTime { sequence: u64 },
+    #[error("list #{sequence} has a signing time {text:?} that is not RFC 3339: {reason}")]
+    BadTime {
+        sequence: u64,
+        text: String,
+        reason: String,
+    },
+    #[error("list #{sequence} was signed {age} ago, longer ago than marketplace.revocationsExpireAfter ({allowed}) allows; an old list could hide a newer revocation. Its publisher re-signs it with `agentgate plugins renew-revocations`")]
+    TooOld {
+        sequence: u64,
+        age: String,
+        allowed: String,
+    },
+}
 
 /// One key's revocations in one namespace: what it signs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,8 +68,12 @@ pub struct RevocationList {
     pub scope: String,
     /// The id of the key that signs it.
     pub key: String,
-    /// Grows by one with each revocation; a host never accepts a lower one.
+    /// Grows by one with each revocation or renewal; a host never accepts a lower one.
     pub sequence: u64,
+    /// When it was signed, RFC 3339. Lists from before it was signed in are treated
+    /// as too old.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_at: Option<String>,
     pub revoked: Vec<Revocation>,
 }
 
@@ -66,8 +98,32 @@ impl RevocationList {
             scope: scope.to_string(),
             key: key.to_string(),
             sequence: 0,
+            signed_at: None,
             revoked: Vec::new(),
         }
+    }
+
+    /// How fresh it is: how long ago it was signed, if that is recent enough for
+    /// `settings`.
+    fn check_fresh(&self, settings: &MarketSettings) -> Result<Duration, Stale> {
+        let text = self.signed_at.as_deref().ok_or(Stale::NoTime {
+            sequence: self.sequence,
+        })?;
+        let at = humantime::parse_rfc3339(text).map_err(|e| Stale::BadTime {
+            sequence: self.sequence,
+            text: text.to_string(),
+            reason: e.to_string(),
+        })?;
+        // A time ahead of this host's clock counts as now.
+        let age = SystemTime::now().duration_since(at).unwrap_or_default();
+        if age > settings.revocations_expire_after {
+            return Err(Stale::TooOld {
+                sequence: self.sequence,
+                age: age_text(age),
+                allowed: settings.expiry_text(),
+            });
+        }
+        Ok(age)
     }
 
     /// Reads and checks a fetched list: signed by `key_id` (trusted), for `scope`.
@@ -171,6 +227,80 @@ impl RevocationCache {
         })
     }
 
+    /// Whether the lists held for `scope` may be relied on: each signed recently enough,
+    /// and present for every trusted key when the operator requires lists.
+    pub fn check_fresh(
+        &self,
+        trust: &TrustStore,
+        scope: &str,
+        settings: &MarketSettings,
+    ) -> Result<(), MarketError> {
+        for key in trust.keys_for(scope) {
+            let held = self
+                .file
+                .lists
+                .get(&list_key(scope, &key.id))
+                .and_then(|h| h.list.as_ref());
+            let problem = match held {
+                Some(list) => list
+                    .check_fresh(settings)
+                    .err()
+                    .map(|reason| format!("key {}: {reason}", key.id)),
+                None if settings.require_revocation_lists => Some(format!(
+                    "{} (none is held; `agentgate plugins verify --refresh` fetches them)",
+                    missing_list(scope, &key.id)
+                )),
+                None => None,
+            };
+            if let Some(reason) = problem {
+                return Err(MarketError::Revocations {
+                    scope: scope.to_string(),
+                    reason,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// One line per key trusted for `scope`: how fresh its list is.
+    pub fn freshness(
+        &self,
+        trust: &TrustStore,
+        scope: &str,
+        settings: &MarketSettings,
+    ) -> Vec<String> {
+        trust
+            .keys_for(scope)
+            .map(|key| {
+                let held = self
+                    .file
+                    .lists
+                    .get(&list_key(scope, &key.id))
+                    .and_then(|h| h.list.as_ref());
+                match held {
+                    None if settings.require_revocation_lists => format!(
+                        "key {}: no list held, and one is required (marketplace.requireRevocationLists)",
+                        key.id
+                    ),
+                    None => format!(
+                        "key {}: no list published (nothing revoked); lists are not required",
+                        key.id
+                    ),
+                    Some(list) => match list.check_fresh(settings) {
+                        Ok(age) => format!(
+                            "key {}: list #{} signed {} ago, fresh (refused once older than {})",
+                            key.id,
+                            list.sequence,
+                            age_text(age),
+                            settings.expiry_text()
+                        ),
+                        Err(reason) => format!("key {}: STALE: {reason}", key.id),
+                    },
+                }
+            })
+            .collect()
+    }
+
     /// Fetches and verifies the list of every key trusted for `scope`. Nothing is kept
     /// from a fetch that fails; a list older than the one held is refused.
     pub async fn refresh(
@@ -178,10 +308,17 @@ impl RevocationCache {
         registry: &Registry,
         trust: &TrustStore,
         scope: &str,
+        settings: &MarketSettings,
     ) -> Result<(), MarketError> {
         let now = unix_now();
         for key in trust.keys_for(scope) {
             let fetched = registry.pull_revocations(scope, &key.id).await?;
+            if fetched.is_none() && settings.require_revocation_lists {
+                return Err(MarketError::Revocations {
+                    scope: scope.to_string(),
+                    reason: missing_list(scope, &key.id),
+                });
+            }
             let list = match fetched {
                 None => None,
                 Some(artifact) => Some(RevocationList::verified(&artifact, scope, key).map_err(
@@ -192,6 +329,13 @@ impl RevocationCache {
                     },
                 )?),
             };
+            if let Some(list) = &list {
+                list.check_fresh(settings)
+                    .map_err(|reason| MarketError::Revocations {
+                        scope: scope.to_string(),
+                        reason: format!("key {}: {reason}", key.id),
+                    })?;
+            }
             let entry = self.file.lists.entry(list_key(scope, &key.id)).or_default();
             let held = entry.list.as_ref().map_or(0, |l| l.sequence);
             let served = list.as_ref().map_or(0, |l| l.sequence);
@@ -222,6 +366,28 @@ pub async fn publish(
     scope: &str,
     revocation: Revocation,
 ) -> Result<u64, MarketError> {
+    publish_list(registry, key, scope, |list| {
+        if !list.revoked.iter().any(|r| r.wasm == revocation.wasm) {
+            list.revoked.push(revocation);
+        }
+    })
+    .await
+}
+
+/// Re-signs `key`'s list for `scope` with the time now and publishes it (an empty list
+/// when there was none), so hosts keep accepting it; returns its sequence number.
+pub async fn renew(registry: &Registry, key: &SigningKey, scope: &str) -> Result<u64, MarketError> {
+    publish_list(registry, key, scope, |_| {}).await
+}
+
+/// Fetches `key`'s list for `scope` (checked against the key), applies `change`,
+/// numbers, timestamps, signs and publishes it.
+async fn publish_list(
+    registry: &Registry,
+    key: &SigningKey,
+    scope: &str,
+    change: impl FnOnce(&mut RevocationList),
+) -> Result<u64, MarketError> {
     let id = key.id();
     let mut list = match registry.pull_revocations(scope, &id).await? {
         None => RevocationList::empty(scope, &id),
@@ -239,10 +405,9 @@ pub async fn publish(
             })?
         }
     };
-    if !list.revoked.iter().any(|r| r.wasm == revocation.wasm) {
-        list.revoked.push(revocation);
-    }
+    change(&mut list);
     list.sequence += 1;
+    list.signed_at = Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
     let statement = serde_json::to_vec_pretty(&list).expect("json");
     let signature = key.sign(
         &statement,
@@ -259,6 +424,14 @@ pub async fn publish(
         )
         .await?;
     Ok(list.sequence)
+}
+
+fn missing_list(scope: &str, key: &str) -> String {
+    format!(
+        "key {key} publishes no revocation list at {scope}/{}:key-{}, and marketplace.requireRevocationLists is set in grants.yaml, so a missing list is refused rather than read as \"nothing revoked\"; its publisher publishes one with `agentgate plugins renew-revocations {scope} --key KEY`",
+        super::oci::REVOCATIONS_REPOSITORY,
+        key.to_ascii_lowercase()
+    )
 }
 
 fn list_key(scope: &str, key: &str) -> String {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::oci::PluginRef;
 use super::signature::{key_id, public_key};
 use super::{write_atomically, MarketError};
 
@@ -63,6 +64,20 @@ impl TrustStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => TrustFile::default(),
             Err(e) => return Err(MarketError::file(path, e)),
         };
+        // A scope written by an older agentgate (or by hand) is held to the same rule.
+        for key in &file.keys {
+            for scope in &key.scopes {
+                PluginRef::check_scope(scope).map_err(|why| {
+                    MarketError::file(
+                        path,
+                        format!(
+                            "key {}: scope {scope:?}: {why}; remove that scope from the file and add it again with `agentgate plugins trust add`",
+                            key.id
+                        ),
+                    )
+                })?;
+            }
+        }
         Ok(TrustStore {
             path: path.to_path_buf(),
             file,
@@ -151,19 +166,14 @@ impl TrustStore {
     }
 }
 
+/// A namespace is checked as references are, so a scope holds nothing a reference could
+/// not (`..`, newlines, patterns).
 fn check_scope(scope: &str) -> Result<(), MarketError> {
-    let valid = scope.contains('/')
-        && !scope.ends_with('/')
-        && !scope.contains("//")
-        && !scope.contains(['@', ' ', '*'])
-        && !scope.rsplit('/').next().unwrap_or("").contains(':');
-    if valid {
-        Ok(())
-    } else {
-        Err(MarketError::Input(format!(
-            "--scope {scope:?}: expected REGISTRY/NAMESPACE (e.g. 127.0.0.1:5000/acme), without a tag, digest or pattern"
-        )))
-    }
+    PluginRef::check_scope(scope).map_err(|why| {
+        MarketError::Input(format!(
+            "--scope {scope:?}: {why}; expected REGISTRY/NAMESPACE (e.g. 127.0.0.1:5000/acme), without a tag, digest or pattern"
+        ))
+    })
 }
 
 #[cfg(test)]

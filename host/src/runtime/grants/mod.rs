@@ -119,6 +119,9 @@ pub struct Grants {
     /// `egress:`: the operator's cap on TaskSpecs' egress allowlists, and the
     /// nameserver the egress proxy asks.
     pub egress: EgressGrants,
+    /// `marketplace:`: bounds on what registries may make `plugins` commands do, and
+    /// how fresh revocation lists must be.
+    pub marketplace: crate::marketplace::MarketSettings,
     /// The scope entry each operator base URL stands for, by its variable (see
     /// [`Grants::set_base_url`]). Not read from the grants file.
     base_urls: BTreeMap<String, Value>,

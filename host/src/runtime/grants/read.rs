@@ -171,7 +171,7 @@ impl EgressSection {
 
 /// The top-level keys of the file, for messages.
 static FILE_FIELDS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
-    let mut fields = vec!["plugins", "workspaces", "mounts", "egress"];
+    let mut fields = vec!["plugins", "workspaces", "mounts", "egress", "marketplace"];
     fields.extend(
         Capability::all()
             .filter(|c| c.unit().host_section_fields().is_some())
@@ -205,6 +205,7 @@ impl<'de> Deserialize<'de> for Grants {
                                 .into_grants()
                                 .map_err(A::Error::custom)?
                         }
+                        "marketplace" => grants.marketplace = map.next_value()?,
                         name => {
                             let section = Capability::named(name)
                                 .and_then(|c| Some((c, c.unit().host_section_fields()?)));
