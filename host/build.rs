@@ -41,11 +41,17 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|_| root.join("target").join("plugins"));
 
-    let init = build_sandbox_init(&root, &target_dir);
+    // The binary embeds a copy of its own: the init under target/plugins is rebuilt by
+    // any build (`cargo clippy` too) without this script running again for the others,
+    // so embedding it by that path could pair its new bytes with the old key.
+    let built_init = build_sandbox_init(&root, &target_dir);
+    let init_bytes = std::fs::read(&built_init).expect("reading the sandbox init");
+    let init = out_dir.join("agentgate-sandbox-init");
+    std::fs::write(&init, &init_bytes).expect("copying the sandbox init");
     println!("cargo:rustc-env=AGENTGATE_SANDBOX_INIT={}", init.display());
     println!(
         "cargo:rustc-env=AGENTGATE_SANDBOX_INIT_KEY={}",
-        content_key(&std::fs::read(&init).expect("reading the sandbox init"))
+        content_key(&init_bytes)
     );
     pack_relative_relocations();
 
