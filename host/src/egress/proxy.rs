@@ -378,18 +378,16 @@ async fn handle(mut client: UnixStream, shared: &Shared) {
                 Carried::Http => Guard::http_tunnel(&target, limits.max_header_bytes),
             };
             let traffic = shared.record_allowed(&target, address, "tunnel");
-            if let Err(mismatch) = relay(
+            relay(
                 client,
                 upstream,
                 first,
                 guard,
                 &traffic,
                 limits.idle_timeout,
+                |mismatch| shared.record_mismatch(mismatch, &target, address),
             )
-            .await
-            {
-                shared.record_mismatch(mismatch, &target, address);
-            }
+            .await;
         }
         ProxyRequest::Forward {
             target,
@@ -425,18 +423,16 @@ async fn handle(mut client: UnixStream, shared: &Shared) {
                 _ => return,
             };
             let guard = Guard::forwarded(&target, limits.max_header_bytes, body, upgrade);
-            if let Err(mismatch) = relay(
+            relay(
                 client,
                 upstream,
                 after_head,
                 guard,
                 &traffic,
                 limits.idle_timeout,
+                |mismatch| shared.record_mismatch(mismatch, &target, address),
             )
-            .await
-            {
-                shared.record_mismatch(mismatch, &target, address);
-            }
+            .await;
         }
     }
 }
@@ -562,7 +558,8 @@ async fn answer(
 
 /// Relays bytes both ways, `first` (already read from the client) before the rest,
 /// every client byte through `guard`, counting them, until both sides close or nothing
-/// moves for `idle`. The guard's refusal closes both sides and is returned.
+/// moves for `idle`. A refusal of the guard goes to `refused` while both sides are still
+/// open (so it is recorded before the client sees the close), then both are closed.
 async fn relay(
     client: UnixStream,
     upstream: TcpStream,
@@ -570,54 +567,61 @@ async fn relay(
     mut guard: Guard,
     traffic: &Traffic,
     idle: Duration,
-) -> Result<(), Mismatch> {
+    refused: impl FnOnce(Mismatch),
+) {
     let (mut client_read, mut client_write) = client.into_split();
     let (mut upstream_read, mut upstream_write) = upstream.into_split();
-    let mut checked = Vec::with_capacity(RELAY_BUFFER);
-    guard.feed(&first, &mut checked)?;
-    if !send(&mut upstream_write, &checked, &traffic.bytes_up, idle).await {
-        return Ok(());
-    }
-    let mut up = vec![0u8; RELAY_BUFFER];
-    let mut down = vec![0u8; RELAY_BUFFER];
-    let (mut client_open, mut upstream_open) = (true, true);
-    while client_open || upstream_open {
-        checked.clear();
-        tokio::select! {
-            read = client_read.read(&mut up), if client_open && !guard.waits_for_upstream() => match read {
-                Ok(n) if n > 0 => {
-                    guard.feed(&up[..n], &mut checked)?;
-                    if !send(&mut upstream_write, &checked, &traffic.bytes_up, idle).await {
-                        return Ok(());
-                    }
-                }
-                _ => {
-                    client_open = false;
-                    let _ = upstream_write.shutdown().await;
-                }
-            },
-            read = upstream_read.read(&mut down), if upstream_open => match read {
-                Ok(n) if n > 0 => {
-                    guard.upstream(&down[..n], &mut checked)?;
-                    if !send(&mut client_write, &down[..n], &traffic.bytes_down, idle).await
-                        || !send(&mut upstream_write, &checked, &traffic.bytes_up, idle).await
-                    {
-                        return Ok(());
-                    }
-                }
-                _ => {
-                    if guard.waits_for_upstream() {
-                        // Closed without answering the upgrade: nothing more to relay.
-                        return Ok(());
-                    }
-                    upstream_open = false;
-                    let _ = client_write.shutdown().await;
-                }
-            },
-            _ = tokio::time::sleep(idle) => return Ok(()),
+    let outcome: Result<(), Mismatch> = async {
+        let mut checked = Vec::with_capacity(RELAY_BUFFER);
+        guard.feed(&first, &mut checked)?;
+        if !send(&mut upstream_write, &checked, &traffic.bytes_up, idle).await {
+            return Ok(());
         }
+        let mut up = vec![0u8; RELAY_BUFFER];
+        let mut down = vec![0u8; RELAY_BUFFER];
+        let (mut client_open, mut upstream_open) = (true, true);
+        while client_open || upstream_open {
+            checked.clear();
+            tokio::select! {
+                read = client_read.read(&mut up), if client_open && !guard.waits_for_upstream() => match read {
+                    Ok(n) if n > 0 => {
+                        guard.feed(&up[..n], &mut checked)?;
+                        if !send(&mut upstream_write, &checked, &traffic.bytes_up, idle).await {
+                            return Ok(());
+                        }
+                    }
+                    _ => {
+                        client_open = false;
+                        let _ = upstream_write.shutdown().await;
+                    }
+                },
+                read = upstream_read.read(&mut down), if upstream_open => match read {
+                    Ok(n) if n > 0 => {
+                        guard.upstream(&down[..n], &mut checked)?;
+                        if !send(&mut client_write, &down[..n], &traffic.bytes_down, idle).await
+                            || !send(&mut upstream_write, &checked, &traffic.bytes_up, idle).await
+                        {
+                            return Ok(());
+                        }
+                    }
+                    _ => {
+                        if guard.waits_for_upstream() {
+                            // Closed without answering the upgrade: nothing more to relay.
+                            return Ok(());
+                        }
+                        upstream_open = false;
+                        let _ = client_write.shutdown().await;
+                    }
+                },
+                _ = tokio::time::sleep(idle) => return Ok(()),
+            }
+        }
+        Ok(())
     }
-    Ok(())
+    .await;
+    if let Err(mismatch) = outcome {
+        refused(mismatch);
+    }
 }
 
 /// Writes `bytes` (if any) within `idle` and counts them; false when the side is gone.
