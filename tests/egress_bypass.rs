@@ -810,9 +810,11 @@ print("h2c=" + ("reached" if b"{UPSTREAM_BODY}" in answer else "refused"))"#
 
 // ---- The egress folder in the sandbox's mount tables (issue 27). ----
 
-/// The agent reads its mount tables in a run with an egress allowlist: the socket
-/// folder shows (a bind mount's host path always does) but nothing of agentgate's home.
-fn the_mount_tables_show_no_home(provider: &str) {
+/// The agent reads its mount tables in a run with an egress allowlist: nothing of
+/// agentgate's home shows. The kernel shows a bind mount's host path, so the socket
+/// folder (Docker: the socket and the name files in it) shows as what it is, a folder of
+/// the temporary folder with a random name beside the private HOME, removed at cleanup.
+fn the_mount_tables_show_no_home(provider: &str, egress_mount_point: &str) {
     let lab = Lab::new();
     let ran = lab.run(
         provider,
@@ -829,12 +831,30 @@ fn the_mount_tables_show_no_home(provider: &str) {
         ],
     );
     let tables = std::fs::read_to_string(lab.workspace.path().join("mount-tables.txt")).unwrap();
-    assert!(tables.contains("/proc/self/mountinfo"), "{tables}");
+    // mountinfo: id, parent, device, root, mount point, ...
+    let root = tables
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some(egress_mount_point))
+        .and_then(|l| l.split(' ').nth(3))
+        .unwrap_or_else(|| panic!("no {egress_mount_point} in:\n{tables}"));
+    let folder = Path::new(root)
+        .ancestors()
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("agentgate-state-") && n.ends_with("-egress"))
+        })
+        .unwrap_or_else(|| panic!("{root}"));
+    let name = folder.file_name().unwrap();
+    assert!(
+        !std::env::temp_dir().join(name).exists(),
+        "the egress folder {name:?} outlived the run"
+    );
 }
 
 #[test]
 fn the_subprocess_sandbox_mount_tables_show_no_home_with_egress() {
-    the_mount_tables_show_no_home("subprocess");
+    the_mount_tables_show_no_home("subprocess", "/.agentgate/egress");
 }
 
 #[test]
@@ -842,7 +862,7 @@ fn the_docker_sandbox_mount_tables_show_no_home_with_egress() {
     if !support::docker_ready() {
         return;
     }
-    the_mount_tables_show_no_home("docker");
+    the_mount_tables_show_no_home("docker", "/.agentgate-egress.sock");
 }
 
 // ---- Through the allowlist: real clients reach allowed destinations. ----
