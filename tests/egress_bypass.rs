@@ -758,8 +758,28 @@ fn later_requests_in_a_tunnel_and_h2c_are_checked() {
     let h2c = format!(
         "Host: plain.test:{port}\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"
     );
+    let tls = lab.allowed.port();
     let ran = lab.subprocess(&format!(
-        "{}{}{}",
+        "{}{}{}{}",
+        // A valid ClientHello naming the allowed host, then ssh on the same tunnel.
+        python(&format!(
+            r#"import socket, ssl
+hello = ssl.MemoryBIO(); out = ssl.MemoryBIO()
+tls = ssl.create_default_context().wrap_bio(hello, out, server_hostname="allowed.test")
+try:
+    tls.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+s.sendall(b"CONNECT allowed.test:{tls} HTTP/1.1\r\nHost: allowed.test:{tls}\r\n\r\n")
+s.recv(4096)
+s.sendall(out.read() + b"SSH-2.0-OpenSSH_9.6\r\n")
+try:
+    s.recv(4096)
+except OSError:
+    pass
+print("tls_then_ssh=sent")"#
+        )),
         // A first request naming the allowed host, then one naming another, pipelined.
         python(&format!(
             r#"import socket
@@ -790,6 +810,7 @@ print("h2c=" + ("reached" if b"{UPSTREAM_BODY}" in answer else "refused"))"#
         ),
     ));
     ran.agent_ran();
+    assert_eq!(ran.said("tls_then_ssh"), "sent");
     assert_eq!(ran.said("pipelined"), "sent");
     assert_eq!(ran.said("h2c"), "refused");
     assert!(ran.said("absolute_h2c").contains(" 403"), "{}", ran.stdout);
@@ -803,9 +824,16 @@ print("h2c=" + ("reached" if b"{UPSTREAM_BODY}" in answer else "refused"))"#
     lab.denied
         .assert_saw_nothing("a pipelined request naming another host");
     let refused = ran.home.result()["egress"]["refused"].to_string();
-    for code in ["host-mismatch", "h2c-refused"] {
+    for code in ["host-mismatch", "h2c-refused", "not-tls"] {
         assert!(refused.contains(code), "{code}: {refused}");
     }
+    // The ClientHello and the ssh behind it were held back together: no TLS session
+    // with the allowed upstream began.
+    assert!(
+        lab.allowed.seen().iter().all(|s| s.sni.is_none()),
+        "{:?}",
+        lab.allowed.seen()
+    );
 }
 
 // ---- The egress folder in the sandbox's mount tables (issue 27). ----
