@@ -836,6 +836,42 @@ print("h2c=" + ("reached" if b"{UPSTREAM_BODY}" in answer else "refused"))"#
     );
 }
 
+#[test]
+fn docker_later_requests_in_a_tunnel_and_h2c_are_checked() {
+    if !support::docker_ready() {
+        return;
+    }
+    let lab = Lab::new();
+    let port = lab.plain.port();
+    let denied = lab.denied.addr();
+    // Through the relay /etc/hosts leads plain.test to: a pipelined request naming
+    // another host, then a request switching to h2c.
+    let ran = lab.run(
+        "docker",
+        &format!(
+            "printf 'GET /first HTTP/1.1\\r\\nHost: plain.test:{port}\\r\\n\\r\\nGET /fronted HTTP/1.1\\r\\nHost: {denied}\\r\\n\\r\\n' | nc -w 5 plain.test {port} >/dev/null 2>&1; echo pipelined=sent\n\
+             printf 'GET /h2c HTTP/1.1\\r\\nHost: plain.test:{port}\\r\\nConnection: Upgrade, HTTP2-Settings\\r\\nUpgrade: h2c\\r\\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\\r\\n\\r\\n' | nc -w 5 plain.test {port} | grep -q {UPSTREAM_BODY} && echo h2c=reached || echo h2c=refused\n"
+        ),
+        &[],
+    );
+    ran.agent_ran();
+    assert_eq!(ran.said("pipelined"), "sent");
+    assert_eq!(ran.said("h2c"), "refused");
+    let heads: Vec<_> = lab.plain.seen().into_iter().map(|s| s.head).collect();
+    for never in ["/fronted", "h2c", "HTTP2-Settings"] {
+        assert!(
+            !heads.iter().any(|h| h.contains(never)),
+            "{never} reached the upstream: {heads:?}"
+        );
+    }
+    lab.denied
+        .assert_saw_nothing("docker: a pipelined request naming another host");
+    let refused = ran.home.result()["egress"]["refused"].to_string();
+    for code in ["host-mismatch", "h2c-refused"] {
+        assert!(refused.contains(code), "{code}: {refused}");
+    }
+}
+
 // ---- The egress folder in the sandbox's mount tables (issue 27). ----
 
 /// The agent reads its mount tables in a run with an egress allowlist: nothing of
