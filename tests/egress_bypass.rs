@@ -31,6 +31,11 @@ use support::{indent, package_registries, shell_agent, stderr, task_spec, Home};
 /// Where allowed upstreams listen: loopback, so the proxy dials it only because the
 /// allowlist lists this exact address (`ALLOWED_IP:port`) besides the names.
 const ALLOWED_IP: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 7);
+/// Where `evil.test` resolves: a loopback address the operator denies (issue 27).
+const EVIL_IP: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 6);
+/// Where `fronted.test` resolves: a public address the operator denies. The proxy must
+/// refuse it before dialing; nothing here listens on it.
+const FRONTED_IP: Ipv4Addr = Ipv4Addr::new(11, 22, 33, 44);
 /// Where the sandbox finds the test CA.
 const CA_IN_SANDBOX: &str = "/workspace/test-ca.pem";
 
@@ -65,6 +70,8 @@ impl Lab {
             ("loop.test", Ipv4Addr::LOCALHOST.into()),
             ("metadata.test", Ipv4Addr::new(169, 254, 169, 254).into()),
             ("private.test", Ipv4Addr::new(10, 1, 2, 3).into()),
+            ("evil.test", EVIL_IP.into()),
+            ("fronted.test", FRONTED_IP.into()),
         ]);
         let workspace = tempfile::tempdir().unwrap();
         std::fs::write(workspace.path().join("test-ca.pem"), ca.pem()).unwrap();
@@ -98,6 +105,12 @@ impl Lab {
 
     /// Runs `script` as the agent in `provider` with [`Lab::allow`] plus `more_allow`.
     fn run(&self, provider: &str, script: &str, more_allow: &[String]) -> Ran {
+        self.run_with_cap(provider, script, more_allow, "")
+    }
+
+    /// [`Lab::run`] with `cap` (YAML lines of grants.yaml's `egress:`, indented two
+    /// spaces) as the operator's cap.
+    fn run_with_cap(&self, provider: &str, script: &str, more_allow: &[String], cap: &str) -> Ran {
         let home = Home::new();
         let mut allow = self.allow();
         allow.extend_from_slice(more_allow);
@@ -108,7 +121,11 @@ impl Lab {
         );
         let path = home.dir.path().join("task.yaml");
         std::fs::write(&path, yaml).unwrap();
-        use_nameserver(&home, &self.dns, "");
+        std::fs::write(
+            home.dir.path().join("grants.yaml"),
+            format!("egress:\n  nameserver: \"{}\"\n{cap}", self.dns.address()),
+        )
+        .unwrap();
         let output = home.agentgate(&["run", path.to_str().unwrap()]);
         let stdout = home.log("stdout.log");
         Ran {
@@ -555,6 +572,361 @@ for label, path in (("abstract", "\0{name}"), ("docker", "/var/run/docker.sock")
         service.accept().is_err(),
         "the host service saw a connection"
     );
+}
+
+// ---- The operator's cap holds on the address dialed (issue 27). ----
+
+/// A port of the same address other than `port`.
+fn another_port(port: u16) -> u16 {
+    if port == u16::MAX {
+        port - 1
+    } else {
+        port + 1
+    }
+}
+
+/// The issue's setting: grants.yaml denies `127.0.0.6:PORT` and `11.22.33.44:PORT`;
+/// the task allows `evil.test:PORT` (resolving to 127.0.0.6) and `fronted.test:PORT`
+/// (resolving to 11.22.33.44), and lists 127.0.0.6 on another port. The check before
+/// the run lets all of it through: no entry names a denied destination.
+fn run_against_the_address_cap(lab: &Lab, provider: &str, port: u16, script: &str) -> Ran {
+    lab.run_with_cap(
+        provider,
+        script,
+        &[
+            format!("evil.test:{port}"),
+            format!("fronted.test:{port}"),
+            format!("{EVIL_IP}:{}", another_port(port)),
+        ],
+        &format!("  deny: [\"{EVIL_IP}:{port}\", \"{FRONTED_IP}:{port}\"]\n"),
+    )
+}
+
+/// `result.json` and the `egress` events name each name and the denied address it was
+/// refused on, `attempts` times.
+fn assert_refused_on_the_address(ran: &Ran, port: u16, attempts: u64) {
+    let result = ran.home.result();
+    for (name, ip) in [("evil.test", EVIL_IP), ("fronted.test", FRONTED_IP)] {
+        let address = format!("{ip}:{port}");
+        let refusal = result["egress"]["refused"]
+            .as_array()
+            .and_then(|all| all.iter().find(|r| r["host"] == name))
+            .unwrap_or_else(|| panic!("no refusal of {name} in {result:#}"));
+        assert_eq!(refusal["port"], port, "{refusal}");
+        assert_eq!(refusal["address"], address.as_str(), "{refusal}");
+        assert_eq!(refusal["reason"], "operator-denied", "{refusal}");
+        assert_eq!(refusal["attempts"], attempts, "{refusal}");
+        let events = ran.egress_events();
+        let named: Vec<_> = events.iter().filter(|e| e["host"] == name).collect();
+        assert_eq!(named.len() as u64, attempts, "{events:#?}");
+        assert!(
+            named
+                .iter()
+                .all(|e| e["allowed"] == false && e["address"] == address.as_str()),
+            "{named:#?}"
+        );
+    }
+    assert!(
+        result["egress"]["destinations"]
+            .as_array()
+            .is_some_and(|d| d.is_empty()),
+        "{result:#}"
+    );
+}
+
+#[test]
+fn allowed_names_resolving_to_addresses_the_operator_denies_reach_nothing() {
+    let lab = Lab::new();
+    let denied = Upstream::plain(EVIL_IP.into(), Behind::Answer);
+    let port = denied.port();
+    let mut script = String::new();
+    for (label, name) in [("evil", "evil.test"), ("fronted", "fronted.test")] {
+        script.push_str(&to_proxy(
+            &format!("connect_{label}"),
+            &format!("CONNECT {name}:{port} HTTP/1.1\r\nHost: {name}:{port}\r\n\r\n"),
+        ));
+        // Absolute form through the proxy variables, and a client ignoring them (the
+        // relay /etc/hosts leads the name to).
+        script.push_str(&curl(
+            &format!("absolute_{label}"),
+            &format!("http://{name}:{port}/"),
+        ));
+        script.push_str(&curl(
+            &format!("transparent_{label}"),
+            &format!("--noproxy '*' http://{name}:{port}/"),
+        ));
+    }
+    let ran = run_against_the_address_cap(&lab, "subprocess", port, &script);
+    ran.agent_ran();
+    for label in ["evil", "fronted"] {
+        let connect = ran.said(&format!("connect_{label}"));
+        assert!(connect.contains(" 403"), "{label}: {}", ran.stdout);
+        assert_eq!(ran.said(&format!("absolute_{label}")), "403");
+        assert_eq!(ran.said(&format!("transparent_{label}")), "000");
+    }
+    denied.assert_saw_nothing("allowed names resolving to a denied address");
+    assert_refused_on_the_address(&ran, port, 3);
+}
+
+#[test]
+fn docker_allowed_names_resolving_to_addresses_the_operator_denies_reach_nothing() {
+    if !support::docker_ready() {
+        return;
+    }
+    let lab = Lab::new();
+    let denied = Upstream::plain(EVIL_IP.into(), Behind::Answer);
+    let port = denied.port();
+    let mut script = String::new();
+    for (label, name) in [("evil", "evil.test"), ("fronted", "fronted.test")] {
+        script.push_str(&format!(
+            "echo connect_{label}=$(printf 'CONNECT {name}:{port} HTTP/1.1\\r\\nHost: {name}:{port}\\r\\n\\r\\n' | nc -w 5 127.0.0.1 3128 | head -n 1 | tr -d '\\r')\n\
+             http_proxy=http://127.0.0.1:3128 wget -q -O - http://{name}:{port}/ >/dev/null 2>&1 && echo absolute_{label}=reached || echo absolute_{label}=refused\n\
+             printf 'GET / HTTP/1.1\\r\\nHost: {name}:{port}\\r\\nConnection: close\\r\\n\\r\\n' | nc -w 5 {name} {port} | grep -q {UPSTREAM_BODY} && echo transparent_{label}=reached || echo transparent_{label}=refused\n"
+        ));
+    }
+    let ran = run_against_the_address_cap(&lab, "docker", port, &script);
+    ran.agent_ran();
+    for label in ["evil", "fronted"] {
+        let connect = ran.said(&format!("connect_{label}"));
+        assert!(connect.contains(" 403"), "{label}: {}", ran.stdout);
+        assert_eq!(ran.said(&format!("absolute_{label}")), "refused");
+        assert_eq!(ran.said(&format!("transparent_{label}")), "refused");
+    }
+    denied.assert_saw_nothing("docker: allowed names resolving to a denied address");
+    assert_refused_on_the_address(&ran, port, 3);
+}
+
+#[test]
+fn a_special_address_listed_on_one_port_is_not_reached_on_another() {
+    let lab = Lab::new();
+    let unlisted = Upstream::plain(EVIL_IP.into(), Behind::Answer);
+    let listed = Upstream::plain(EVIL_IP.into(), Behind::Answer);
+    let (port, control) = (unlisted.port(), listed.port());
+    let ran = lab.run(
+        "subprocess",
+        &format!(
+            "{}{}{}{}",
+            to_proxy(
+                "connect",
+                &format!("CONNECT evil.test:{port} HTTP/1.1\r\nHost: evil.test:{port}\r\n\r\n"),
+            ),
+            curl("absolute", &format!("http://evil.test:{port}/")),
+            curl(
+                "transparent",
+                &format!("--noproxy '*' http://evil.test:{port}/")
+            ),
+            curl("control", &format!("http://evil.test:{control}/")),
+        ),
+        &[
+            format!("evil.test:{port}"),
+            format!("evil.test:{control}"),
+            format!("{EVIL_IP}:{control}"),
+        ],
+    );
+    ran.agent_ran();
+    assert!(ran.said("connect").contains(" 403"), "{}", ran.stdout);
+    assert_eq!(ran.said("absolute"), "403");
+    assert_eq!(ran.said("transparent"), "000");
+    // The port the address is listed with works.
+    assert_eq!(ran.said("control"), "200");
+    assert_eq!(listed.seen().len(), 1);
+    unlisted.assert_saw_nothing("a special address on a port it is not listed with");
+    let result = ran.home.result();
+    let refused = result["egress"]["refused"].as_array().unwrap();
+    let address = format!("{EVIL_IP}:{port}");
+    assert!(
+        refused.iter().any(|r| r["host"] == "evil.test"
+            && r["address"] == address.as_str()
+            && r["reason"] == "special-address"
+            && r["attempts"] == 3),
+        "{result:#}"
+    );
+    let destinations = result["egress"]["destinations"].to_string();
+    assert!(
+        destinations.contains(&format!("\"{EVIL_IP}:{control}\"")),
+        "{destinations}"
+    );
+}
+
+// ---- After a tunnel's first message (issue 27). ----
+
+#[test]
+fn later_requests_in_a_tunnel_and_h2c_are_checked() {
+    let lab = Lab::new();
+    let port = lab.plain.port();
+    let denied = lab.denied.addr();
+    let h2c = format!(
+        "Host: plain.test:{port}\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"
+    );
+    let tls = lab.allowed.port();
+    let ran = lab.subprocess(&format!(
+        "{}{}{}{}",
+        // A valid ClientHello naming the allowed host, then ssh on the same tunnel.
+        python(&format!(
+            r#"import socket, ssl
+hello = ssl.MemoryBIO(); out = ssl.MemoryBIO()
+tls = ssl.create_default_context().wrap_bio(hello, out, server_hostname="allowed.test")
+try:
+    tls.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+s.sendall(b"CONNECT allowed.test:{tls} HTTP/1.1\r\nHost: allowed.test:{tls}\r\n\r\n")
+s.recv(4096)
+s.sendall(out.read() + b"SSH-2.0-OpenSSH_9.6\r\n")
+try:
+    s.recv(4096)
+except OSError:
+    pass
+print("tls_then_ssh=sent")"#
+        )),
+        // A first request naming the allowed host, then one naming another, pipelined.
+        python(&format!(
+            r#"import socket
+s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+s.sendall(b"CONNECT plain.test:{port} HTTP/1.1\r\nHost: plain.test:{port}\r\n\r\n")
+s.recv(4096)
+s.sendall(b"GET /first HTTP/1.1\r\nHost: plain.test:{port}\r\n\r\nGET /fronted HTTP/1.1\r\nHost: {denied}\r\n\r\n")
+try:
+    answer = s.recv(4096)
+except OSError:
+    answer = b""
+print("pipelined=sent")"#
+        )),
+        // A client ignoring the proxy variables asks to switch to h2c.
+        python(&format!(
+            r#"import socket
+try:
+    s = socket.create_connection(("plain.test", {port}), timeout=10)
+    s.sendall(b"GET /h2c HTTP/1.1\r\n" + {h2c:?}.encode())
+    answer = s.recv(4096)
+except OSError:
+    answer = b""
+print("h2c=" + ("reached" if b"{UPSTREAM_BODY}" in answer else "refused"))"#
+        )),
+        to_proxy(
+            "absolute_h2c",
+            &format!("GET http://plain.test:{port}/h2c-absolute HTTP/1.1\r\n{h2c}")
+        ),
+    ));
+    ran.agent_ran();
+    assert_eq!(ran.said("tls_then_ssh"), "sent");
+    assert_eq!(ran.said("pipelined"), "sent");
+    assert_eq!(ran.said("h2c"), "refused");
+    assert!(ran.said("absolute_h2c").contains(" 403"), "{}", ran.stdout);
+    let heads: Vec<_> = lab.plain.seen().into_iter().map(|s| s.head).collect();
+    for never in ["/fronted", "h2c", "HTTP2-Settings"] {
+        assert!(
+            !heads.iter().any(|h| h.contains(never)),
+            "{never} reached the upstream: {heads:?}"
+        );
+    }
+    lab.denied
+        .assert_saw_nothing("a pipelined request naming another host");
+    let refused = ran.home.result()["egress"]["refused"].to_string();
+    for code in ["host-mismatch", "h2c-refused", "not-tls"] {
+        assert!(refused.contains(code), "{code}: {refused}");
+    }
+    // The ClientHello and the ssh behind it were held back together: no TLS session
+    // with the allowed upstream began.
+    assert!(
+        lab.allowed.seen().iter().all(|s| s.sni.is_none()),
+        "{:?}",
+        lab.allowed.seen()
+    );
+}
+
+#[test]
+fn docker_later_requests_in_a_tunnel_and_h2c_are_checked() {
+    if !support::docker_ready() {
+        return;
+    }
+    let lab = Lab::new();
+    let port = lab.plain.port();
+    let denied = lab.denied.addr();
+    // Through the relay /etc/hosts leads plain.test to: a pipelined request naming
+    // another host, then a request switching to h2c.
+    let ran = lab.run(
+        "docker",
+        &format!(
+            "printf 'GET /first HTTP/1.1\\r\\nHost: plain.test:{port}\\r\\n\\r\\nGET /fronted HTTP/1.1\\r\\nHost: {denied}\\r\\n\\r\\n' | nc -w 5 plain.test {port} >/dev/null 2>&1; echo pipelined=sent\n\
+             printf 'GET /h2c HTTP/1.1\\r\\nHost: plain.test:{port}\\r\\nConnection: Upgrade, HTTP2-Settings\\r\\nUpgrade: h2c\\r\\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\\r\\n\\r\\n' | nc -w 5 plain.test {port} | grep -q {UPSTREAM_BODY} && echo h2c=reached || echo h2c=refused\n"
+        ),
+        &[],
+    );
+    ran.agent_ran();
+    assert_eq!(ran.said("pipelined"), "sent");
+    assert_eq!(ran.said("h2c"), "refused");
+    let heads: Vec<_> = lab.plain.seen().into_iter().map(|s| s.head).collect();
+    for never in ["/fronted", "h2c", "HTTP2-Settings"] {
+        assert!(
+            !heads.iter().any(|h| h.contains(never)),
+            "{never} reached the upstream: {heads:?}"
+        );
+    }
+    lab.denied
+        .assert_saw_nothing("docker: a pipelined request naming another host");
+    let refused = ran.home.result()["egress"]["refused"].to_string();
+    for code in ["host-mismatch", "h2c-refused"] {
+        assert!(refused.contains(code), "{code}: {refused}");
+    }
+}
+
+// ---- The egress folder in the sandbox's mount tables (issue 27). ----
+
+/// The agent reads its mount tables in a run with an egress allowlist: nothing of
+/// agentgate's home shows. The kernel shows a bind mount's host path, so the socket
+/// folder (Docker: the socket and the name files in it) shows as what it is, a folder of
+/// the temporary folder with a random name beside the private HOME, removed at cleanup.
+fn the_mount_tables_show_no_home(provider: &str, egress_mount_point: &str) {
+    let lab = Lab::new();
+    let ran = lab.run(
+        provider,
+        &format!("{}\n", support::MOUNT_TABLES_SCRIPT),
+        &[],
+    );
+    ran.agent_ran();
+    let home = ran.home.dir.path();
+    support::assert_mount_tables_hide(
+        lab.workspace.path(),
+        &[
+            &home.display().to_string(),
+            home.file_name().unwrap().to_str().unwrap(),
+        ],
+    );
+    let tables = std::fs::read_to_string(lab.workspace.path().join("mount-tables.txt")).unwrap();
+    // mountinfo: id, parent, device, root, mount point, ...
+    let root = tables
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some(egress_mount_point))
+        .and_then(|l| l.split(' ').nth(3))
+        .unwrap_or_else(|| panic!("no {egress_mount_point} in:\n{tables}"));
+    let folder = Path::new(root)
+        .ancestors()
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("agentgate-state-") && n.ends_with("-egress"))
+        })
+        .unwrap_or_else(|| panic!("{root}"));
+    let name = folder.file_name().unwrap();
+    assert!(
+        !std::env::temp_dir().join(name).exists(),
+        "the egress folder {name:?} outlived the run"
+    );
+}
+
+#[test]
+fn the_subprocess_sandbox_mount_tables_show_no_home_with_egress() {
+    the_mount_tables_show_no_home("subprocess", "/.agentgate/egress");
+}
+
+#[test]
+fn the_docker_sandbox_mount_tables_show_no_home_with_egress() {
+    if !support::docker_ready() {
+        return;
+    }
+    the_mount_tables_show_no_home("docker", "/.agentgate-egress.sock");
 }
 
 // ---- Through the allowlist: real clients reach allowed destinations. ----

@@ -48,6 +48,10 @@ fn dns() -> TestDns {
         ("private.test", ip("10.1.2.3")),
         ("mapped.test", ip("::ffff:127.0.0.1")),
         ("linklocal6.test", ip("fe80::1")),
+        // The names: one resolving to a loopback address the operator denies,
+        // one to a public address it denies (never dialed: refused before).
+        ("evil.test", ip("127.0.0.6")),
+        ("fronted.test", ip("11.22.33.44")),
     ])
 }
 
@@ -120,7 +124,23 @@ impl World {
                     port,
                     allowed,
                     reason,
+                    ..
                 } => Some((host.clone(), *port, *allowed, reason.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The addresses the `egress` events for `host` name.
+    fn event_addresses(&self, host: &str) -> Vec<Option<String>> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|event| match &event.body {
+                EventBody::Egress {
+                    host: h, address, ..
+                } if h == host => Some(address.clone()),
                 _ => None,
             })
             .collect()
@@ -147,6 +167,31 @@ impl World {
             self.egress_events()
         );
         assert!(report.destinations.is_empty(), "{report:#?}");
+    }
+}
+
+impl World {
+    /// Asserts a refusal of `host:port` for `code`, in the report and as an event (the
+    /// connection may have been let through before).
+    fn assert_refused_code(&self, host: &str, port: Option<u16>, code: &str) {
+        let report = self.proxy.report();
+        assert!(
+            report
+                .refused
+                .iter()
+                .any(|r| r.host == host && r.port == port && r.reason == code),
+            "no `{code}` refusal of {host}:{port:?} in {report:#?}"
+        );
+        assert!(
+            self.egress_events()
+                .iter()
+                .any(|(h, p, allowed, reason)| h == host
+                    && *p == port
+                    && !allowed
+                    && reason.starts_with(code)),
+            "no `{code}` event for {host}: {:#?}",
+            self.egress_events()
+        );
     }
 }
 
@@ -327,6 +372,7 @@ async fn plain_http_absolute_form_is_forwarded_with_exact_byte_counts() {
             "destinations": [{
                 "host": "web.test",
                 "port": port,
+                "address": format!("127.0.0.2:{port}"),
                 "connections": 1,
                 "bytesUp": forwarded.len(),
                 "bytesDown": response.len(),
@@ -669,6 +715,255 @@ async fn the_operators_never_list_wins_over_the_allowlist() {
     assert_403(&response, "operator-denied");
     world.assert_refused("127.0.0.2", Some(port), "operator-denied");
     assert_eq!(upstream.seen().connections, 0);
+}
+
+/// A port of the same address other than `port`.
+fn another_port(port: u16) -> u16 {
+    if port == u16::MAX {
+        port - 1
+    } else {
+        port + 1
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_deny_holds_for_allowed_names_resolving_to_a_denied_address() {
+    // The denied address has a real server; the names the task allows resolve to it
+    // (evil.test) or to a denied public address (fronted.test, refused before dialing).
+    let denied = Upstream::http(ip("127.0.0.6"), 10);
+    let port = denied.port();
+    let cap = OperatorCap {
+        never: Allowlist::parse(&[format!("127.0.0.6:{port}"), format!("11.22.33.44:{port}")])
+            .unwrap(),
+        only: None,
+    };
+    // The task also lists the denied address on another port, which once unlocked it on
+    // every port. None of these entries names a denied destination: the check before
+    // the run lets them through.
+    let allow = [
+        format!("evil.test:{port}"),
+        format!("fronted.test:{port}"),
+        format!("127.0.0.6:{}", another_port(port)),
+    ];
+    assert!(cap.check(&Allowlist::parse(&allow).unwrap()).is_ok());
+    let world = world_with(&allow, cap, Limits::default()).await;
+    for (name, address) in [
+        ("evil.test", format!("127.0.0.6:{port}")),
+        ("fronted.test", format!("11.22.33.44:{port}")),
+    ] {
+        let connect = world
+            .exchange(&format!(
+                "CONNECT {name}:{port} HTTP/1.1\r\nHost: {name}:{port}\r\n\r\n"
+            ))
+            .await;
+        assert_403(&connect, "operator-denied");
+        let get = world
+            .exchange(&format!(
+                "GET http://{name}:{port}/ HTTP/1.1\r\nHost: {name}:{port}\r\n\r\n"
+            ))
+            .await;
+        assert_403(&get, "operator-denied");
+        assert!(get.contains(&address), "{get}");
+        world.assert_refused(name, Some(port), "operator-denied");
+        // The report and the events name the name and the address it was refused on.
+        let report = world.proxy.report();
+        let refusal = report
+            .refused
+            .iter()
+            .find(|r| r.host == name)
+            .unwrap_or_else(|| panic!("{report:#?}"));
+        assert_eq!(refusal.address.as_deref(), Some(address.as_str()));
+        assert_eq!(refusal.attempts, 2);
+        assert_eq!(
+            world.event_addresses(name),
+            vec![Some(address.clone()), Some(address.clone())]
+        );
+    }
+    assert_eq!(
+        denied.seen().connections,
+        0,
+        "the denied address was dialed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_special_address_listed_on_one_port_unlocks_no_other_port() {
+    let target = Upstream::http(ip("127.0.0.6"), 10);
+    let port = target.port();
+    let listed = another_port(port);
+    let world = world(&[
+        format!("evil.test:{port}"),
+        format!("evil.test:{listed}"),
+        format!("127.0.0.6:{listed}"),
+    ])
+    .await;
+    let connect = world
+        .exchange(&format!("CONNECT evil.test:{port} HTTP/1.1\r\n\r\n"))
+        .await;
+    assert_403(&connect, "special-address");
+    let get = world
+        .exchange(&format!(
+            "GET http://evil.test:{port}/ HTTP/1.1\r\nHost: evil.test:{port}\r\n\r\n"
+        ))
+        .await;
+    assert_403(&get, "special-address");
+    world.assert_refused("evil.test", Some(port), "special-address");
+    let address = format!("127.0.0.6:{port}");
+    assert!(world
+        .proxy
+        .report()
+        .refused
+        .iter()
+        .all(|r| r.address.as_deref() == Some(address.as_str())));
+    assert_eq!(
+        target.seen().connections,
+        0,
+        "the loopback address was dialed"
+    );
+}
+
+/// A TCP server on `ip` that answers nothing and records every byte each connection
+/// sent (until it closes, or 5 s).
+struct Recorder {
+    port: u16,
+    received: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Recorder {
+    fn start(ip: IpAddr) -> Recorder {
+        let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let record = received.clone();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let record = record.clone();
+                std::thread::spawn(move || {
+                    use std::io::{Read, Write};
+                    stream
+                        .set_read_timeout(Some(Duration::from_secs(5)))
+                        .unwrap();
+                    let mut bytes = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    while let Ok(n @ 1..) = stream.read(&mut buffer) {
+                        bytes.extend_from_slice(&buffer[..n]);
+                        if bytes.ends_with(b"\r\n\r\n") {
+                            let _ = stream.write_all(&response_head(0).into_bytes());
+                        }
+                    }
+                    record.lock().unwrap().push(bytes);
+                });
+            }
+        });
+        Recorder { port, received }
+    }
+
+    /// Everything every connection sent, as text.
+    fn received(&self) -> String {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_in_a_plain_tunnel_is_checked_and_h2c_is_refused() {
+    let upstream = Recorder::start(ip("127.0.0.2"));
+    let port = upstream.port;
+    let world = world(&[format!("web.test:{port}"), format!("127.0.0.2:{port}")]).await;
+    let world = &world;
+    // A tunnel carrying `then`; the client sends nothing more.
+    let tunnel = |then: String| async move {
+        let mut client = world.client().await;
+        client
+            .write_all(format!("CONNECT web.test:{port} HTTP/1.1\r\n\r\n{then}").as_bytes())
+            .await
+            .unwrap();
+        let _ = client.shutdown().await;
+        read_all(&mut client).await
+    };
+    let first = format!("GET /first HTTP/1.1\r\nHost: web.test:{port}\r\n\r\n");
+    // Pipelined requests naming the same host go through.
+    let answer = tunnel(format!("{first}{first}")).await;
+    assert!(answer.contains("HTTP/1.1 200 OK\r\n"), "{answer}");
+    // A second request naming another host, an upgrade to h2c, the HTTP/2 preface:
+    // none reaches the upstream.
+    for (then, code) in [
+        (
+            format!("{first}GET /fronted HTTP/1.1\r\nHost: other.test\r\n\r\n"),
+            "host-mismatch",
+        ),
+        (
+            format!(
+                "GET /h2c HTTP/1.1\r\nHost: web.test:{port}\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"
+            ),
+            "h2c-refused",
+        ),
+        ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_string(), "not-tls-or-http"),
+    ] {
+        tunnel(then).await;
+        world.assert_refused_code("web.test", Some(port), code);
+    }
+    let h2c_absolute = world
+        .exchange(&format!(
+            "GET http://web.test:{port}/h2c-absolute HTTP/1.1\r\nHost: web.test:{port}\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"
+        ))
+        .await;
+    assert_403(&h2c_absolute, "h2c-refused");
+    // An absolute-form request is one request per connection.
+    let mut client = world.client().await;
+    client
+        .write_all(
+            format!(
+                "GET http://web.test:{port}/one HTTP/1.1\r\nHost: web.test:{port}\r\n\r\nGET /two HTTP/1.1\r\nHost: other.test\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    read_all(&mut client).await;
+    world.assert_refused_code("web.test", Some(port), "one-request");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let received = upstream.received();
+    assert_eq!(received.matches("GET /first ").count(), 2, "{received}");
+    for never in [
+        "other.test",
+        "/fronted",
+        "h2c",
+        "HTTP2-Settings",
+        "PRI *",
+        "/two",
+    ] {
+        assert!(
+            !received.contains(never),
+            "{never} reached the upstream: {received}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_protocol_after_a_valid_client_hello_is_refused() {
+    let ca = TestCa::new();
+    let upstream = Upstream::https(ip("127.0.0.3"), &ca, &["api.test"], 10);
+    let port = upstream.port();
+    let world = world(&[format!("api.test:{port}"), format!("127.0.0.3:{port}")]).await;
+    let mut client = world.client().await;
+    client
+        .write_all(format!("CONNECT api.test:{port} HTTP/1.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    assert!(read_head(&mut client).await.starts_with("HTTP/1.1 200 "));
+    // A real handshake with the right SNI, then ssh on the same tunnel.
+    let tls = tls_client(client, &ca, "api.test").await.unwrap();
+    let (mut raw, _) = tls.into_inner();
+    raw.write_all(b"SSH-2.0-OpenSSH_9.6\r\n").await.unwrap();
+    read_all(&mut raw).await;
+    assert_eq!(upstream.seen().connections, 1);
+    assert!(upstream.seen().requests.is_empty(), "{:?}", upstream.seen());
+    world.assert_refused_code("api.test", Some(port), "not-tls");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

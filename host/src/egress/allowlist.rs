@@ -10,7 +10,7 @@
 //! resolvers, never names here.
 
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 /// A host an allowlist entry names.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -93,13 +93,29 @@ impl Allowlist {
         self.entries.iter().any(|entry| entry.matches(target))
     }
 
-    /// Whether `ip` itself is listed (on any port): such an address is dialed even in a
-    /// special range, because someone named it on purpose.
-    pub fn lists_address(&self, ip: IpAddr) -> bool {
-        let ip = ip.to_canonical();
+    /// Whether `address` itself, with its port, is listed: such an address is dialed
+    /// even in a special range, because someone named it on purpose. An address listed
+    /// on one port says nothing of its other ports.
+    pub fn lists_address(&self, address: SocketAddr) -> bool {
+        let ip = address.ip().to_canonical();
         self.entries
             .iter()
-            .any(|entry| entry.host == HostPattern::Ip(ip))
+            .any(|entry| entry.host == HostPattern::Ip(ip) && entry.port == address.port())
+    }
+
+    /// Whether some entry matches a connection asked for as `target` and dialed at
+    /// `address` ([`Destination::matches_connection`]).
+    pub fn matches_connection(&self, target: &Target, address: SocketAddr) -> bool {
+        self.entries
+            .iter()
+            .any(|entry| entry.matches_connection(target, address))
+    }
+
+    /// Whether some entry naming hosts (not addresses) matches `target`.
+    pub fn names(&self, target: &Target) -> bool {
+        self.entries
+            .iter()
+            .any(|entry| !matches!(entry.host, HostPattern::Ip(_)) && entry.matches(target))
     }
 }
 
@@ -131,6 +147,18 @@ impl Destination {
                 (HostPattern::Ip(ip), TargetHost::Ip(asked)) => ip == asked,
                 _ => false,
             }
+    }
+
+    /// Whether this entry matches a connection asked for as `target` and dialed at
+    /// `address`: an entry naming hosts is matched against the name asked for, an entry
+    /// naming an address against the address dialed; the port always counts.
+    pub fn matches_connection(&self, target: &Target, address: SocketAddr) -> bool {
+        match &self.host {
+            HostPattern::Ip(ip) => {
+                *ip == address.ip().to_canonical() && self.port == address.port()
+            }
+            HostPattern::Name(_) | HostPattern::Subdomains(_) => self.matches(target),
+        }
     }
 
     /// Whether every target `other` matches, this matches too.
@@ -328,9 +356,30 @@ mod tests {
         assert!(allow.allows(&target("[2001:DB8:0::1]:443")));
         assert!(!allow.allows(&target("127.0.0.3:8080")));
         assert!(!allow.allows(&target("[2001:db8::2]:443")));
-        assert!(allow.lists_address("127.0.0.2".parse().unwrap()));
-        assert!(allow.lists_address("::ffff:127.0.0.2".parse().unwrap()));
-        assert!(!allow.lists_address("127.0.0.1".parse().unwrap()));
+        assert!(allow.lists_address("127.0.0.2:8080".parse().unwrap()));
+        assert!(allow.lists_address("[::ffff:127.0.0.2]:8080".parse().unwrap()));
+        assert!(!allow.lists_address("127.0.0.1:8080".parse().unwrap()));
+        // Listed on one port, not on the others.
+        assert!(!allow.lists_address("127.0.0.2:8081".parse().unwrap()));
+    }
+
+    #[test]
+    fn names_match_the_name_and_addresses_the_address_dialed() {
+        let cap = list(&["evil.test:47602", "*.corp.test:443", "127.0.0.6:47602"]);
+        let dialed = |s: &str| s.parse::<SocketAddr>().unwrap();
+        // A name entry holds whatever the name resolves to.
+        assert!(cap.matches_connection(&target("evil.test:47602"), dialed("8.8.8.8:47602")));
+        assert!(cap.matches_connection(&target("a.corp.test:443"), dialed("8.8.8.8:443")));
+        // An address entry holds any name resolving to it, on its port only.
+        assert!(cap.matches_connection(&target("other.test:47602"), dialed("127.0.0.6:47602")));
+        assert!(cap.matches_connection(
+            &target("other.test:47602"),
+            dialed("[::ffff:127.0.0.6]:47602")
+        ));
+        assert!(!cap.matches_connection(&target("other.test:47603"), dialed("127.0.0.6:47603")));
+        assert!(!cap.matches_connection(&target("other.test:47602"), dialed("127.0.0.7:47602")));
+        assert!(cap.names(&target("evil.test:47602")));
+        assert!(!cap.names(&target("127.0.0.6:47602")));
     }
 
     #[test]

@@ -11,10 +11,15 @@
 //!   [`OperatorCap`] ([`Policy`]);
 //! - a name is resolved once, by the proxy's own [`Resolver`]; addresses in loopback,
 //!   private, link-local (cloud metadata), multicast and other special ranges are
-//!   refused unless that exact address is listed, and the proxy dials the address it
+//!   refused unless that exact address is listed with that port, and the proxy dials the address it
 //!   resolved, so a second answer (DNS rebinding) never matters;
+//! - the operator's cap is decided per connection on what is dialed: its entries naming
+//!   hosts on the name asked for, its entries naming addresses on the resolved address,
+//!   with the port ([`OperatorCap::permits`]);
 //! - the first bytes of a tunnel must name the same host: a TLS ClientHello's SNI, or
-//!   a plain HTTP request's `Host` (module `sniff`);
+//!   a plain HTTP request's `Host` (module `sniff`); after them every HTTP request is
+//!   checked too, `h2c` is refused, and a TLS tunnel must stay TLS records (module
+//!   `guard`);
 //! - every decision is an `egress` event, and [`EgressReport`] counts connections and
 //!   bytes per destination and the refused attempts, for `result.json`.
 //!
@@ -23,6 +28,7 @@
 
 mod address;
 mod allowlist;
+mod guard;
 mod policy;
 mod proxy;
 mod report;

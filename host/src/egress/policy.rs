@@ -3,8 +3,13 @@
 //! The TaskSpec's author may be another team or a script, so the operator can cap what
 //! it allows in `grants.yaml`: destinations a TaskSpec may never allow, or the only ones
 //! it may. [`OperatorCap::check`] refuses a TaskSpec that asks for more (before the run,
-//! with the entry named); the proxy checks the cap again on every connection, so a
-//! mistake in one place does not open the other.
+//! with the entry named); the proxy checks the cap again on every connection, and that
+//! check is the one that holds: a name's owner decides where it resolves, so the check
+//! before the run, on names, cannot know the addresses. Per connection, cap entries
+//! naming hosts are matched against the name asked for and entries naming addresses
+//! against the address the proxy dials (after resolution), with the port in both.
+
+use std::net::SocketAddr;
 
 use super::allowlist::{Allowlist, Destination, Target};
 use super::resolver::Resolver;
@@ -71,9 +76,21 @@ impl OperatorCap {
         Ok(())
     }
 
-    /// Whether the cap lets a connection to `target` through.
-    pub fn permits(&self, target: &Target) -> bool {
-        !self.never.allows(target) && self.only.as_ref().is_none_or(|only| only.allows(target))
+    /// Whether a `never` entry naming hosts refuses `target` already by its name, so the
+    /// proxy need not even resolve it.
+    pub fn refuses_name(&self, target: &Target) -> bool {
+        self.never.names(target)
+    }
+
+    /// Whether the cap lets a connection asked for as `target` and dialed at `address`
+    /// through: no `never` entry matches it, and (when `only` is set) an `only` entry
+    /// does ([`Allowlist::matches_connection`]).
+    pub fn permits(&self, target: &Target, address: SocketAddr) -> bool {
+        !self.never.matches_connection(target, address)
+            && self
+                .only
+                .as_ref()
+                .is_none_or(|only| only.matches_connection(target, address))
     }
 }
 
@@ -110,8 +127,29 @@ mod tests {
             matches!(error, CapViolation::Never { index: 1, .. }),
             "{error}"
         );
-        assert!(!cap.permits(&Target::parse("secrets.corp.test:443").unwrap()));
-        assert!(cap.permits(&Target::parse("secrets.corp.test:80").unwrap()));
+        let public = |port| SocketAddr::from(([8, 8, 8, 8], port));
+        let secrets = |port| Target::parse(&format!("secrets.corp.test:{port}")).unwrap();
+        assert!(cap.refuses_name(&secrets(443)));
+        assert!(!cap.permits(&secrets(443), public(443)));
+        assert!(!cap.refuses_name(&secrets(80)));
+        assert!(cap.permits(&secrets(80), public(80)));
+    }
+
+    #[test]
+    fn never_holds_the_address_dialed_whatever_the_name() {
+        let cap = OperatorCap {
+            never: list(&["127.0.0.6:47602", "11.22.33.44:47602"]),
+            only: None,
+        };
+        let evil = Target::parse("evil.example.test:47602").unwrap();
+        // The names pass the check before the run: they name no denied address.
+        assert!(cap.check(&list(&["evil.example.test:47602"])).is_ok());
+        assert!(!cap.refuses_name(&evil));
+        assert!(!cap.permits(&evil, "127.0.0.6:47602".parse().unwrap()));
+        assert!(!cap.permits(&evil, "11.22.33.44:47602".parse().unwrap()));
+        assert!(!cap.permits(&evil, "[::ffff:11.22.33.44]:47602".parse().unwrap()));
+        let other_port = Target::parse("evil.example.test:47603").unwrap();
+        assert!(cap.permits(&other_port, "127.0.0.6:47603".parse().unwrap()));
     }
 
     #[test]
@@ -126,6 +164,16 @@ mod tests {
         let error = cap.check(&list(&["forge.test:443"])).unwrap_err();
         assert!(error.to_string().contains("allows only"), "{error}");
         assert!(cap.check(&list(&["api.test:80"])).is_err());
-        assert!(!cap.permits(&Target::parse("other.test:443").unwrap()));
+        let anywhere = SocketAddr::from(([8, 8, 8, 8], 443));
+        assert!(!cap.permits(&Target::parse("other.test:443").unwrap(), anywhere));
+        assert!(cap.permits(&Target::parse("a.forge.test:443").unwrap(), anywhere));
+        // An address entry permits that address, whatever name led there.
+        let cap = OperatorCap {
+            never: Allowlist::default(),
+            only: Some(list(&["203.0.113.7:443"])),
+        };
+        let listed = SocketAddr::from(([203, 0, 113, 7], 443));
+        assert!(cap.permits(&Target::parse("203.0.113.7:443").unwrap(), listed));
+        assert!(!cap.permits(&Target::parse("203.0.113.8:443").unwrap(), anywhere));
     }
 }

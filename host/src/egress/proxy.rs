@@ -6,15 +6,19 @@
 //! 0666 so the sandbox's user, whatever its uid, can connect through the bind mount.
 //!
 //! A connection goes: request head (bounded, timed) → destination allowed by the
-//! TaskSpec and the operator's cap → name resolved once, special ranges refused unless
-//! listed → for CONNECT, `200`, then the tunnel's first bytes checked ([`super::sniff`])
+//! TaskSpec (and not refused by name in the operator's cap) → name resolved once → the
+//! first address the operator's cap permits (its address entries checked on the
+//! address, with the port) and that is either public or listed itself with that port →
+//! for CONNECT, `200`, then the tunnel's first bytes checked ([`super::sniff`])
 //! → only then the upstream is dialed, at the resolved address, and bytes are relayed
-//! until both sides close or the connection is idle too long. A refusal before the
-//! tunnel is a `403` with the reason in `X-Agentgate-Egress` and the body; a refusal
-//! after `200` closes the tunnel (the client has nothing left to read a status from).
+//! until both sides close or the connection is idle too long, every client byte through
+//! a [`Guard`] (each later HTTP request checked too; a TLS tunnel stays TLS). A
+//! refusal before the tunnel is a `403` with the reason in `X-Agentgate-Egress` and the
+//! body; a refusal after `200` closes the tunnel (the client has nothing left to read a
+//! status from).
 //! No refused connection reaches an upstream.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -28,10 +32,11 @@ use tokio::task::JoinSet;
 
 use super::address::special_range;
 use super::allowlist::{Target, TargetHost};
+use super::guard::Guard;
 use super::policy::Policy;
 use super::report::{EgressReport, Ledger, Traffic};
 use super::request::{self, printable, target_parts, BadRequest, ProxyRequest};
-use super::sniff::check_tunnel_start;
+use super::sniff::{check_tunnel_start, Carried, Mismatch};
 use crate::record::{EventBody, EventSink};
 
 /// The event source of the proxy's decisions: its own, so an agent flooding the proxy
@@ -235,6 +240,8 @@ struct Refusal {
     code: &'static str,
     detail: String,
     target: Option<Target>,
+    /// The address the refusal was decided on, when it was one.
+    address: Option<SocketAddr>,
 }
 
 impl From<BadRequest> for Refusal {
@@ -243,6 +250,7 @@ impl From<BadRequest> for Refusal {
             code: bad.code,
             detail: bad.detail,
             target: bad.target,
+            address: None,
         }
     }
 }
@@ -250,17 +258,30 @@ impl From<BadRequest> for Refusal {
 impl Shared {
     fn record_refusal(&self, refusal: &Refusal) {
         let (host, port) = target_parts(refusal.target.as_ref());
-        self.ledger.refused(&host, port, refusal.code);
+        self.ledger
+            .refused(&host, port, refusal.address, refusal.code);
         self.events.emit(
             EVENT_SOURCE,
             EventBody::Egress {
                 host,
                 port,
+                address: refusal.address.map(|a| a.to_string()),
                 allowed: false,
                 // The detail may quote what the client sent.
                 reason: format!("{}: {}", refusal.code, printable(&refusal.detail)),
             },
         );
+    }
+
+    /// Records a refusal decided after the connection was let through (the tunnel's
+    /// first message, or a later one the guard refused); the connection is closed.
+    fn record_mismatch(&self, mismatch: Mismatch, target: &Target, address: SocketAddr) {
+        self.record_refusal(&Refusal {
+            code: mismatch.code,
+            detail: mismatch.detail,
+            target: Some(target.clone()),
+            address: Some(address),
+        });
     }
 
     fn record_allowed(&self, target: &Target, address: SocketAddr, what: &str) -> Arc<Traffic> {
@@ -269,11 +290,12 @@ impl Shared {
             EventBody::Egress {
                 host: target.host.to_string(),
                 port: Some(target.port),
+                address: Some(address.to_string()),
                 allowed: true,
                 reason: format!("allowed: {what} to {address}"),
             },
         );
-        self.ledger.connection(target)
+        self.ledger.connection(target, address)
     }
 }
 
@@ -285,6 +307,7 @@ async fn too_many(mut client: UnixStream, shared: &Shared) {
             shared.limits.max_connections
         ),
         target: None,
+        address: None,
     };
     shared.record_refusal(&refusal);
     let _ = tokio::time::timeout(
@@ -332,7 +355,7 @@ async fn handle(mut client: UnixStream, shared: &Shared) {
                 return;
             }
             let mut first = after_head;
-            if let Err(mismatch) = check_tunnel_start(
+            let carried = match check_tunnel_start(
                 &mut client,
                 &mut first,
                 &target,
@@ -341,34 +364,47 @@ async fn handle(mut client: UnixStream, shared: &Shared) {
             )
             .await
             {
-                // After `200` there is no status to send: record, then close.
-                shared.record_refusal(&Refusal {
-                    code: mismatch.code,
-                    detail: mismatch.detail,
-                    target: Some(target),
-                });
-                return;
-            }
+                Ok(carried) => carried,
+                Err(mismatch) => {
+                    // After `200` there is no status to send: record, then close.
+                    return shared.record_mismatch(mismatch, &target, address);
+                }
+            };
             let Some(upstream) = dial(shared, &target, address).await else {
                 return;
             };
+            let guard = match carried {
+                Carried::Tls => Guard::tls(),
+                Carried::Http => Guard::http_tunnel(&target, limits.max_header_bytes),
+            };
             let traffic = shared.record_allowed(&target, address, "tunnel");
-            relay(client, upstream, first, &traffic, limits.idle_timeout).await;
+            relay(
+                client,
+                upstream,
+                first,
+                guard,
+                &traffic,
+                limits.idle_timeout,
+                |mismatch| shared.record_mismatch(mismatch, &target, address),
+            )
+            .await;
         }
         ProxyRequest::Forward {
             target,
-            mut head,
+            head,
             upgrade,
+            body,
         } => {
             let address = match decide(shared, &target).await {
                 Ok(address) => address,
                 Err(refusal) => return refuse(&mut client, shared, refusal).await,
             };
-            let Some(upstream) = dial(shared, &target, address).await else {
+            let Some(mut upstream) = dial(shared, &target, address).await else {
                 let refusal = Refusal {
                     code: "upstream-unreachable",
                     detail: format!("cannot connect to {target} at {address}"),
                     target: Some(target),
+                    address: Some(address),
                 };
                 let _ = answer(&mut client, 502, "Bad Gateway", &refusal).await;
                 return;
@@ -379,30 +415,51 @@ async fn handle(mut client: UnixStream, shared: &Shared) {
                 "HTTP request"
             };
             let traffic = shared.record_allowed(&target, address, what);
-            head.extend_from_slice(&after_head);
-            relay(client, upstream, head, &traffic, limits.idle_timeout).await;
+            // The head was checked whole; the guard takes over after it.
+            match tokio::time::timeout(limits.idle_timeout, upstream.write_all(&head)).await {
+                Ok(Ok(())) => traffic
+                    .bytes_up
+                    .fetch_add(head.len() as u64, Ordering::Relaxed),
+                _ => return,
+            };
+            let guard = Guard::forwarded(&target, limits.max_header_bytes, body, upgrade);
+            relay(
+                client,
+                upstream,
+                after_head,
+                guard,
+                &traffic,
+                limits.idle_timeout,
+                |mismatch| shared.record_mismatch(mismatch, &target, address),
+            )
+            .await;
         }
     }
 }
 
-/// Whether `target` may be reached, and at which address.
+/// Whether `target` may be reached, and at which address: the first address it
+/// resolves to that the operator's cap permits and that is public or listed itself, with
+/// its port. Every check that involves an address is made on the address dialed.
 async fn decide(shared: &Shared, target: &Target) -> Result<SocketAddr, Refusal> {
     let policy = &shared.policy;
-    let refusal = |code, detail| Refusal {
+    let refusal = |code, detail, address| Refusal {
         code,
         detail,
         target: Some(target.clone()),
+        address,
     };
     if !policy.allow.allows(target) {
         return Err(refusal(
             "not-allowed",
             format!("{target} is not in the task's egress allowlist"),
+            None,
         ));
     }
-    if !policy.cap.permits(target) {
+    if policy.cap.refuses_name(target) {
         return Err(refusal(
             "operator-denied",
             format!("the operator's grants.yaml does not permit {target}"),
+            None,
         ));
     }
     let addresses = match &target.host {
@@ -411,23 +468,39 @@ async fn decide(shared: &Shared, target: &Target) -> Result<SocketAddr, Refusal>
             .resolver
             .resolve(name)
             .await
-            .map_err(|e| refusal("resolve-failed", e.to_string()))?,
+            .map_err(|e| refusal("resolve-failed", e.to_string(), None))?,
     };
-    let mut special = Vec::new();
+    let mut first_refusal = None;
     for ip in addresses {
-        match special_range(ip) {
-            Some(range) if !policy.allow.lists_address(ip) => special.push((ip, range)),
-            _ => return Ok(SocketAddr::new(ip, target.port)),
-        }
+        let address = SocketAddr::new(ip, target.port);
+        let refused = if !policy.cap.permits(target, address) {
+            refusal(
+                "operator-denied",
+                format!(
+                    "{} resolves to {address}, which the operator's grants.yaml does not permit",
+                    target.host
+                ),
+                Some(address),
+            )
+        } else if let Some(range) =
+            special_range(ip).filter(|_| !policy.allow.lists_address(address))
+        {
+            refusal(
+                "special-address",
+                format!(
+                    "{} resolves to {ip}, a {range} address; list that address itself with \
+                     its port ({address}) to allow it",
+                    target.host
+                ),
+                Some(address),
+            )
+        } else {
+            return Ok(address);
+        };
+        first_refusal.get_or_insert(refused);
     }
-    let (ip, range): (IpAddr, _) = special[0];
-    Err(refusal(
-        "special-address",
-        format!(
-            "{} resolves to {ip}, a {range} address; list that address itself to allow it",
-            target.host
-        ),
-    ))
+    Err(first_refusal
+        .unwrap_or_else(|| refusal("resolve-failed", format!("{target}: no address"), None)))
 }
 
 /// Dials the resolved address; a failure is recorded as a refusal.
@@ -449,6 +522,7 @@ async fn dial(shared: &Shared, target: &Target, address: SocketAddr) -> Option<T
         code: "upstream-unreachable",
         detail: format!("cannot connect to {address}: {failure}"),
         target: Some(target.clone()),
+        address: Some(address),
     });
     None
 }
@@ -483,56 +557,88 @@ async fn answer(
 }
 
 /// Relays bytes both ways, `first` (already read from the client) before the rest,
-/// counting them, until both sides close or nothing moves for `idle`.
+/// every client byte through `guard`, counting them, until both sides close or nothing
+/// moves for `idle`. A refusal of the guard goes to `refused` while both sides are still
+/// open (so it is recorded before the client sees the close), then both are closed.
 async fn relay(
     client: UnixStream,
     upstream: TcpStream,
     first: Vec<u8>,
+    mut guard: Guard,
     traffic: &Traffic,
     idle: Duration,
+    refused: impl FnOnce(Mismatch),
 ) {
     let (mut client_read, mut client_write) = client.into_split();
     let (mut upstream_read, mut upstream_write) = upstream.into_split();
-    if tokio::time::timeout(idle, upstream_write.write_all(&first))
-        .await
-        .map(|r| r.is_err())
-        .unwrap_or(true)
-    {
-        return;
-    }
-    traffic
-        .bytes_up
-        .fetch_add(first.len() as u64, Ordering::Relaxed);
-    let mut up = vec![0u8; RELAY_BUFFER];
-    let mut down = vec![0u8; RELAY_BUFFER];
-    let (mut client_open, mut upstream_open) = (true, true);
-    while client_open || upstream_open {
-        tokio::select! {
-            read = client_read.read(&mut up), if client_open => match read {
-                Ok(n) if n > 0 => {
-                    match tokio::time::timeout(idle, upstream_write.write_all(&up[..n])).await {
-                        Ok(Ok(())) => traffic.bytes_up.fetch_add(n as u64, Ordering::Relaxed),
-                        _ => return,
-                    };
-                }
-                _ => {
-                    client_open = false;
-                    let _ = upstream_write.shutdown().await;
-                }
-            },
-            read = upstream_read.read(&mut down), if upstream_open => match read {
-                Ok(n) if n > 0 => {
-                    match tokio::time::timeout(idle, client_write.write_all(&down[..n])).await {
-                        Ok(Ok(())) => traffic.bytes_down.fetch_add(n as u64, Ordering::Relaxed),
-                        _ => return,
-                    };
-                }
-                _ => {
-                    upstream_open = false;
-                    let _ = client_write.shutdown().await;
-                }
-            },
-            _ = tokio::time::sleep(idle) => return,
+    let outcome: Result<(), Mismatch> = async {
+        let mut checked = Vec::with_capacity(RELAY_BUFFER);
+        guard.feed(&first, &mut checked)?;
+        if !send(&mut upstream_write, &checked, &traffic.bytes_up, idle).await {
+            return Ok(());
         }
+        let mut up = vec![0u8; RELAY_BUFFER];
+        let mut down = vec![0u8; RELAY_BUFFER];
+        let (mut client_open, mut upstream_open) = (true, true);
+        while client_open || upstream_open {
+            checked.clear();
+            tokio::select! {
+                read = client_read.read(&mut up), if client_open && !guard.waits_for_upstream() => match read {
+                    Ok(n) if n > 0 => {
+                        guard.feed(&up[..n], &mut checked)?;
+                        if !send(&mut upstream_write, &checked, &traffic.bytes_up, idle).await {
+                            return Ok(());
+                        }
+                    }
+                    _ => {
+                        client_open = false;
+                        let _ = upstream_write.shutdown().await;
+                    }
+                },
+                read = upstream_read.read(&mut down), if upstream_open => match read {
+                    Ok(n) if n > 0 => {
+                        guard.upstream(&down[..n], &mut checked)?;
+                        if !send(&mut client_write, &down[..n], &traffic.bytes_down, idle).await
+                            || !send(&mut upstream_write, &checked, &traffic.bytes_up, idle).await
+                        {
+                            return Ok(());
+                        }
+                    }
+                    _ => {
+                        if guard.waits_for_upstream() {
+                            // Closed without answering the upgrade: nothing more to relay.
+                            return Ok(());
+                        }
+                        upstream_open = false;
+                        let _ = client_write.shutdown().await;
+                    }
+                },
+                _ = tokio::time::sleep(idle) => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(mismatch) = outcome {
+        refused(mismatch);
+    }
+}
+
+/// Writes `bytes` (if any) within `idle` and counts them; false when the side is gone.
+async fn send(
+    to: &mut (impl tokio::io::AsyncWrite + Unpin),
+    bytes: &[u8],
+    count: &std::sync::atomic::AtomicU64,
+    idle: Duration,
+) -> bool {
+    if bytes.is_empty() {
+        return true;
+    }
+    match tokio::time::timeout(idle, to.write_all(bytes)).await {
+        Ok(Ok(())) => {
+            count.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            true
+        }
+        _ => false,
     }
 }

@@ -1,11 +1,14 @@
 //! What the proxy saw: connections and bytes per destination, and the refused attempts.
 //!
 //! The report goes into `result.json`: what the agent tried to reach is what a security
-//! reviewer wants to see. Refusals are counted per (destination, reason), and only the
+//! reviewer wants to see. A destination is the name asked for and the address dialed
+//! (a name may resolve elsewhere on another connection); a refusal decided on an
+//! address names it too. Refusals are counted per (destination, reason), and only the
 //! first [`MAX_REFUSED_KINDS`] kinds are kept, so an agent that tries a million names
 //! cannot grow the host's memory or the result without bound.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -33,8 +36,13 @@ pub struct EgressReport {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DestinationTraffic {
+    /// The host asked for (a name or an address).
     pub host: String,
     pub port: u16,
+    /// The address the proxy dialed (`ip:port`); empty in results of earlier
+    /// agentgates.
+    #[serde(default)]
+    pub address: String,
     pub connections: u64,
     /// Bytes sent from the sandbox to the destination.
     pub bytes_up: u64,
@@ -49,6 +57,10 @@ pub struct RefusedAttempt {
     pub host: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
+    /// The address (`ip:port`) the refusal was decided on, when the host had been
+    /// resolved (the operator's cap on addresses, special addresses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
     pub reason: String,
     pub attempts: u64,
 }
@@ -68,28 +80,35 @@ pub(crate) struct Traffic {
 /// The counters a running proxy updates.
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
-    traffic: Mutex<HashMap<(String, u16), Arc<Traffic>>>,
+    traffic: Mutex<HashMap<(String, u16, SocketAddr), Arc<Traffic>>>,
     refused: Mutex<Refused>,
 }
 
 #[derive(Debug, Default)]
 struct Refused {
-    kinds: HashMap<(String, Option<u16>, String), u64>,
+    kinds: HashMap<(String, Option<u16>, Option<SocketAddr>, String), u64>,
     not_listed: u64,
 }
 
 impl Ledger {
-    /// Counts a connection to `target` and returns its destination's counters.
-    pub fn connection(&self, target: &Target) -> Arc<Traffic> {
-        let key = (target.host.to_string(), target.port);
+    /// Counts a connection to `target`, dialed at `address`, and returns its
+    /// destination's counters.
+    pub fn connection(&self, target: &Target, address: SocketAddr) -> Arc<Traffic> {
+        let key = (target.host.to_string(), target.port, address);
         let traffic = self.traffic.lock().unwrap().entry(key).or_default().clone();
         traffic.connections.fetch_add(1, Ordering::Relaxed);
         traffic
     }
 
-    pub fn refused(&self, host: &str, port: Option<u16>, reason: &str) {
+    pub fn refused(
+        &self,
+        host: &str,
+        port: Option<u16>,
+        address: Option<SocketAddr>,
+        reason: &str,
+    ) {
         let mut refused = self.refused.lock().unwrap();
-        let key = (host.to_string(), port, reason.to_string());
+        let key = (host.to_string(), port, address, reason.to_string());
         if let Some(count) = refused.kinds.get_mut(&key) {
             *count += 1;
         } else if refused.kinds.len() < MAX_REFUSED_KINDS {
@@ -105,27 +124,32 @@ impl Ledger {
             .lock()
             .unwrap()
             .iter()
-            .map(|((host, port), t)| DestinationTraffic {
+            .map(|((host, port, address), t)| DestinationTraffic {
                 host: host.clone(),
                 port: *port,
+                address: address.to_string(),
                 connections: t.connections.load(Ordering::Relaxed),
                 bytes_up: t.bytes_up.load(Ordering::Relaxed),
                 bytes_down: t.bytes_down.load(Ordering::Relaxed),
             })
             .collect();
-        destinations.sort_by(|a, b| (&a.host, a.port).cmp(&(&b.host, b.port)));
+        destinations
+            .sort_by(|a, b| (&a.host, a.port, &a.address).cmp(&(&b.host, b.port, &b.address)));
         let refused = self.refused.lock().unwrap();
         let mut kinds: Vec<_> = refused
             .kinds
             .iter()
-            .map(|((host, port, reason), attempts)| RefusedAttempt {
+            .map(|((host, port, address, reason), attempts)| RefusedAttempt {
                 host: host.clone(),
                 port: *port,
+                address: address.map(|a| a.to_string()),
                 reason: reason.clone(),
                 attempts: *attempts,
             })
             .collect();
-        kinds.sort_by(|a, b| (&a.host, a.port, &a.reason).cmp(&(&b.host, b.port, &b.reason)));
+        kinds.sort_by(|a, b| {
+            (&a.host, a.port, &a.address, &a.reason).cmp(&(&b.host, b.port, &b.address, &b.reason))
+        });
         EgressReport {
             destinations,
             refused: kinds,
@@ -142,10 +166,10 @@ mod tests {
     fn refusals_are_counted_and_bounded() {
         let ledger = Ledger::default();
         for _ in 0..3 {
-            ledger.refused("a.test", Some(443), "not-allowed");
+            ledger.refused("a.test", Some(443), None, "not-allowed");
         }
         for n in 0..MAX_REFUSED_KINDS + 5 {
-            ledger.refused(&format!("{n}.flood.test"), Some(1), "not-allowed");
+            ledger.refused(&format!("{n}.flood.test"), Some(1), None, "not-allowed");
         }
         let report = ledger.report();
         assert_eq!(report.refused.len(), MAX_REFUSED_KINDS);

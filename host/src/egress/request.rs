@@ -3,14 +3,15 @@
 //!
 //! The head is read with a size bound and parsed by httparse. An absolute-form request
 //! is forwarded in origin form with its hop-by-hop proxy headers removed and
-//! `Connection: close`, so the upstream answers one request and closes; whatever the
-//! client sends after the head goes to the same checked destination, never to another
-//! (an `Upgrade` keeps its `Connection: upgrade`: after the switch the connection is a
-//! tunnel to the same destination).
+//! `Connection: close`, so the upstream answers one request and closes; its body goes
+//! after it, and nothing else (see [`super::guard`]). An `Upgrade` keeps its
+//! `Connection: upgrade`: once the upstream switched, the connection is a tunnel to the
+//! same destination; `h2c` is refused.
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::allowlist::{Target, TargetHost};
+use super::guard::{self, Framing};
 
 /// Headers a request head may have.
 const MAX_HEADERS: usize = 100;
@@ -27,6 +28,8 @@ pub enum ProxyRequest {
         head: Vec<u8>,
         /// The request asks to switch protocols (e.g. WebSocket).
         upgrade: bool,
+        /// How the request's body ends.
+        body: Framing,
     },
 }
 
@@ -118,15 +121,19 @@ pub fn parse(head: &[u8]) -> Result<ProxyRequest, BadRequest> {
     }
     let (target, origin_form) = absolute_uri(uri)?;
     check_host_header(request.headers, &target)?;
-    let upgrade = request
-        .headers
-        .iter()
-        .any(|h| h.name.eq_ignore_ascii_case("upgrade"));
+    let refused = |m: super::sniff::Mismatch| BadRequest {
+        code: m.code,
+        detail: m.detail,
+        target: Some(target.clone()),
+    };
+    let upgrade = guard::check_upgrade(request.headers).map_err(refused)?;
+    let body = guard::framing(request.headers).map_err(refused)?;
     let head = origin_form_head(method, &origin_form, request.headers, upgrade);
     Ok(ProxyRequest::Forward {
         target,
         head,
         upgrade,
+        body,
     })
 }
 
@@ -304,6 +311,7 @@ mod tests {
             target,
             head,
             upgrade,
+            body,
         } = parse_str(
             "GET http://Web.test/a?b HTTP/1.1\r\nHost: web.test\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive\r\nX: y\r\n\r\n",
         )
@@ -313,6 +321,7 @@ mod tests {
         };
         assert_eq!(target.to_string(), "web.test:80");
         assert!(!upgrade);
+        assert_eq!(body, Framing::Length(0));
         assert_eq!(
             String::from_utf8(head).unwrap(),
             "GET /a?b HTTP/1.1\r\nHost: web.test\r\nX: y\r\nConnection: close\r\n\r\n"
@@ -353,6 +362,14 @@ mod tests {
                 "bad-request",
             ),
             ("\x16\x03\x01\x00\r\n\r\n", "bad-request"),
+            (
+                "GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",
+                "h2c-refused",
+            ),
+            (
+                "POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+                "ambiguous-framing",
+            ),
         ] {
             let error = parse_str(head).unwrap_err();
             assert_eq!(error.code, code, "{head:?}: {error:?}");

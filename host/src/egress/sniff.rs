@@ -8,8 +8,8 @@
 //! - a TLS ClientHello (parsed by rustls's [`Acceptor`]) must carry an SNI equal to the
 //!   CONNECT host; a CONNECT to an IP literal may have no SNI, or that literal;
 //! - a plain HTTP request's `Host` must name the CONNECT host and port (80 may be left
-//!   out); only the first request is read: later ones on the same connection still go
-//!   to the same checked address;
+//!   out); what follows the first message is checked by a [`super::guard::Guard`] as it
+//!   is relayed (every later request, and TLS record framing);
 //! - anything else (ssh, a database protocol, a server-speaks-first protocol) is
 //!   refused: its destination name cannot be checked, and an allowlist written for web
 //!   APIs and forges must not become a raw pipe. Use git and package managers over
@@ -30,6 +30,13 @@ pub struct Mismatch {
     pub detail: String,
 }
 
+/// What a tunnel carries, as its first message showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carried {
+    Tls,
+    Http,
+}
+
 /// Reads the tunnel's first bytes into `buffer` (at most `max`, within `timeout`) and
 /// checks that they name `target`.
 pub async fn check_tunnel_start(
@@ -38,7 +45,7 @@ pub async fn check_tunnel_start(
     target: &Target,
     max: usize,
     timeout: Duration,
-) -> Result<(), Mismatch> {
+) -> Result<Carried, Mismatch> {
     tokio::time::timeout(timeout, check(stream, buffer, target, max))
         .await
         .unwrap_or_else(|_| {
@@ -57,17 +64,21 @@ async fn check(
     buffer: &mut Vec<u8>,
     target: &Target,
     max: usize,
-) -> Result<(), Mismatch> {
+) -> Result<Carried, Mismatch> {
     if buffer.is_empty() {
         read_more(stream, buffer, max).await?;
     }
     if buffer[0] == 0x16 {
         let sni = client_hello_sni(stream, buffer, max).await?;
-        return check_sni(sni.as_deref(), target);
+        return check_sni(sni.as_deref(), target).map(|()| Carried::Tls);
     }
     loop {
         match http_request_line(buffer) {
-            Some(true) => return check_http(stream, buffer, target, max).await,
+            Some(true) => {
+                return check_http(stream, buffer, target, max)
+                    .await
+                    .map(|()| Carried::Http)
+            }
             Some(false) => {
                 return Err(Mismatch {
                     code: "not-tls-or-http",
@@ -233,7 +244,7 @@ async fn check_http(
 mod tests {
     use super::*;
 
-    async fn sniff(bytes: &[u8], target: &str) -> Result<(), Mismatch> {
+    async fn sniff(bytes: &[u8], target: &str) -> Result<Carried, Mismatch> {
         let mut stream = bytes;
         let mut buffer = Vec::new();
         check_tunnel_start(

@@ -118,6 +118,10 @@ pub enum EventBody {
         host: String,
         #[serde(skip_serializing_if = "Option::is_none")]
         port: Option<u16>,
+        /// The address (`ip:port`) dialed, or the one the refusal was decided on; none
+        /// when the decision came before resolution.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        address: Option<String>,
         allowed: bool,
         reason: String,
     },
@@ -187,11 +191,13 @@ impl EventBody {
             EventBody::Egress {
                 host,
                 port,
+                address,
                 allowed,
                 reason,
             } => EventBody::Egress {
                 host: f(host),
                 port,
+                address: address.map(&f),
                 allowed,
                 reason: f(reason),
             },
