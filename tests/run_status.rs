@@ -50,8 +50,35 @@ impl Pinned {
 
 impl Drop for Pinned {
     fn drop(&mut self) {
-        let _ = Command::new("chattr").arg("-i").arg(&self.0).status();
+        let _ = Command::new("chattr")
+            .arg("-i")
+            .arg(&self.0)
+            .stderr(std::process::Stdio::null())
+            .status();
     }
+}
+
+/// Whether this process may set the immutable attribute (root, on a file system that
+/// has it). Under `CI=true` it must; elsewhere the test says loudly that it is skipped.
+fn can_pin() -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = dir.path().join("probe");
+    std::fs::write(&probe, "").unwrap();
+    let set = Command::new("chattr").arg("+i").arg(&probe).output();
+    let ok = matches!(&set, Ok(out) if out.status.success());
+    let _ = Command::new("chattr").arg("-i").arg(&probe).status();
+    if ok {
+        return true;
+    }
+    let why = match set {
+        Ok(out) => stderr(&out),
+        Err(e) => e.to_string(),
+    };
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("CI=true and `chattr +i` does not work here (run as root): {why}");
+    }
+    eprintln!("\n!!!!! SKIPPED: this test needs `chattr +i` (root): {why} !!!!!\n");
+    false
 }
 
 fn chattr(flag: &str, path: &Path) {
@@ -117,7 +144,7 @@ fn gc(home: &Home, extra: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn docker_a_container_the_engine_cannot_remove_is_an_error_and_gc_removes_it_later() {
-    if !docker_ready() {
+    if !docker_ready() || !can_pin() {
         return;
     }
     let home = Home::new();
@@ -147,7 +174,10 @@ fn docker_a_container_the_engine_cannot_remove_is_an_error_and_gc_removes_it_lat
     let result = home.result();
     let run_id = result["runId"].as_str().unwrap().to_string();
     let error = result["error"].as_str().unwrap_or_default().to_string();
-    println!("docker unremovable container: exit {code}, status {}, error: {error}", result["status"]);
+    println!(
+        "docker unremovable container: exit {code}, status {}, error: {error}",
+        result["status"]
+    );
     // The agent succeeded; cleanup did not.
     assert_eq!(result["agent"]["success"], true, "{result:#}");
     assert_eq!(result["status"], "error", "{result:#}");
@@ -174,6 +204,12 @@ fn docker_a_container_the_engine_cannot_remove_is_an_error_and_gc_removes_it_lat
     let (code, out, err) = gc(&home, &[]);
     println!("gc while pinned: exit {code}: {out}{err}");
     assert_eq!(code, 3, "{out}{err}");
+    assert!(
+        out.contains(&format!(
+            "could not reap all that the cleanup of finished run {run_id} left"
+        )),
+        "{out}"
+    );
     assert_eq!(home.tracked_run(&run_id)["state"], "cleanup-failed");
     assert_eq!(containers_of(&run_id).len(), 1);
 
@@ -183,8 +219,9 @@ fn docker_a_container_the_engine_cannot_remove_is_an_error_and_gc_removes_it_lat
     println!("gc once removable: exit {code}: {out}{err}");
     assert_eq!(code, 0, "{out}{err}");
     assert!(
-        out.contains(&format!("reaped what the cleanup of finished run {run_id} left"))
-            && out.contains("marked finished"),
+        out.contains(&format!(
+            "reaped what the cleanup of finished run {run_id} left"
+        )) && out.contains("marked finished"),
         "{out}"
     );
     assert!(containers_of(&run_id).is_empty());
@@ -241,7 +278,7 @@ fn docker_a_destroy_that_traps_refuses_or_hangs_is_reaped_through_a_fresh_instan
     for (how, said) in [
         ("trap", "trapped in destroy"),
         ("refuse", "unruly-docker refuses to remove"),
-        ("hang", "did not finish destroy within 30s"),
+        ("hang", "did not finish destroy within"),
     ] {
         let started = std::time::Instant::now();
         let (home, code, result) = unruly_run(how);
@@ -254,6 +291,8 @@ fn docker_a_destroy_that_traps_refuses_or_hangs_is_reaped_through_a_fresh_instan
             started.elapsed().as_secs()
         );
         assert_eq!(result["agent"]["success"], true, "{result:#}");
+        // Bounded: the hanging destroy is given up after 30 s.
+        assert!(started.elapsed().as_secs() < 75, "{how}");
         // The destroy really misbehaved, and the fresh instance removed the container
         // the run made.
         assert!(error.contains(said), "{how}: {error}");
@@ -278,6 +317,9 @@ fn docker_a_destroy_that_traps_refuses_or_hangs_is_reaped_through_a_fresh_instan
 
 #[test]
 fn subprocess_a_state_folder_that_cannot_be_removed_is_an_error_and_gc_removes_it_later() {
+    if !can_pin() {
+        return;
+    }
     let home = Home::new();
     let workspace = tempfile::tempdir().unwrap();
     let spec = task_spec(
@@ -302,9 +344,15 @@ fn subprocess_a_state_folder_that_cannot_be_removed_is_an_error_and_gc_removes_i
 
     let result = home.result();
     let error = result["error"].as_str().unwrap_or_default().to_string();
-    println!("subprocess stuck state: exit {code}, status {}, error: {error}", result["status"]);
+    println!(
+        "subprocess stuck state: exit {code}, status {}, error: {error}",
+        result["status"]
+    );
     assert_eq!(result["agent"]["success"], true, "{result:#}");
-    assert!(state.join("pin-me").exists(), "the state folder was removed");
+    assert!(
+        state.join("pin-me").exists(),
+        "the state folder was removed"
+    );
     assert!(
         error.contains(&format!("removing the sandbox state {}", state.display())),
         "{error}"
@@ -353,7 +401,10 @@ fn none_a_workspace_root_the_agent_replaced_leaves_an_incomplete_record_and_an_e
     let code = exit_code(out.status);
     let result = home.result();
     let error = result["error"].as_str().unwrap_or_default();
-    println!("none replaced root: exit {code}, status {}, error: {error}", result["status"]);
+    println!(
+        "none replaced root: exit {code}, status {}, error: {error}",
+        result["status"]
+    );
     // The attack acted.
     assert_eq!(
         std::fs::read_to_string(parent.path().join("ws.moved/README")).unwrap(),

@@ -58,18 +58,25 @@ pub async fn run(cli: &Cli, args: &GcArgs) -> ExitCode {
             );
         }
         for run in &report.cleanup_failed {
-            println!(
-                "{verb} what the cleanup of finished run {} left{}{}",
-                run.run_id,
-                reaped_objects(run),
-                if args.dry_run {
-                    ""
-                } else if run.complete {
-                    "; marked finished"
-                } else {
-                    "; still cleanup-failed"
-                }
-            );
+            if args.dry_run || run.complete {
+                println!(
+                    "{verb} what the cleanup of finished run {} left{}{}",
+                    run.run_id,
+                    reaped_objects(run),
+                    if args.dry_run {
+                        ""
+                    } else {
+                        "; marked finished"
+                    }
+                );
+            } else {
+                println!(
+                    "could not reap all that the cleanup of finished run {} left{}; it stays \
+                     cleanup-failed (see the errors)",
+                    run.run_id,
+                    reaped_objects(run),
+                );
+            }
         }
         for object in &report.unknown {
             println!(

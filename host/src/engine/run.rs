@@ -832,12 +832,12 @@ impl Run<'_> {
             let one = kind.strip_suffix('s').unwrap_or(kind);
             names.iter().map(move |name| format!("{one} {name}"))
         }));
-        let removed = if what.is_empty() {
-            "it found nothing of the run to remove".to_string()
-        } else {
-            format!("it removed {}", what.join(", "))
-        };
         if reaped.errors.is_empty() {
+            let removed = if what.is_empty() {
+                "it found nothing of the run to remove".to_string()
+            } else {
+                format!("it removed {}", what.join(", "))
+            };
             shortfalls.cleanup(format!(
                 "destroying the sandbox: {error}; reaped through a fresh instance of \
                  provider {provider}: {removed}, nothing of the run is left"
@@ -847,10 +847,15 @@ impl Run<'_> {
                     .host_log("error", format!("sandbox registry: {e}"));
             }
         } else {
+            let removed = if what.is_empty() {
+                String::new()
+            } else {
+                format!(" (it removed {})", what.join(", "))
+            };
             shortfalls.leftover(format!(
                 "destroying the sandbox: {error}; reaping through a fresh instance of \
-                 provider {provider} ({removed}) failed, so something of the run is left \
-                 for `agentgate gc`: {}",
+                 provider {provider} failed{removed}, so something of the run is left for \
+                 `agentgate gc`: {}",
                 reaped.errors.join("; ")
             ));
         }

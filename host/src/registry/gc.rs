@@ -509,7 +509,7 @@ impl Provider {
             format!("gc-{}", uuid::Uuid::now_v7().simple()),
             Arc::new(EventSink::discard()),
         );
-        let mut instance = runtime
+        let instance = runtime
             .sandbox_provider(plugin, context)
             .await
             .map_err(|e| e.to_string())?;
