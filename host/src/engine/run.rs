@@ -15,7 +15,7 @@ use super::requests::{self, SandboxInputs};
 use super::sampler::ResourceSampler;
 use super::shortfall::{Shortfall, Shortfalls};
 use super::workspace::{materialize, Workspace};
-use crate::capabilities::{RunContext, SandboxBroker};
+use crate::capabilities::{Capability, RunContext, SandboxBroker};
 use crate::changeset::{
     GitBaseline, GitChanges, Snapshot, COLLECT_SECS, PATCH_FILE_BYTES, PATCH_TOTAL_BYTES,
 };
@@ -31,6 +31,10 @@ use crate::runtime::host_paths::{self, BindScope, HostPaths, PathUse};
 use crate::runtime::instance::SourceInstance;
 use crate::runtime::{LoadedPlugin, PluginError, Runtime};
 use crate::taskspec::{self, TaskSpec};
+
+/// How long one capability may take to delete what it holds of a run whose provider's
+/// `destroy` failed ([`crate::capabilities::HostCapability::delete_left`]).
+const DELETE_LEFT_LIMIT: Duration = Duration::from_secs(120);
 
 /// Everything a run needs besides the runtime.
 pub struct RunRequest {
@@ -819,7 +823,27 @@ impl Run<'_> {
     /// there); what is still there after it is a leftover that `gc` retries.
     async fn reap_after_failed_destroy(&mut self, error: String, shortfalls: &mut Shortfalls) {
         let provider = &self.spec.spec.execution.sandbox.provider;
-        let reaped = crate::registry::reap_run(
+        // First what capabilities still hold for this run (pods), without the plugin.
+        let mut held = BTreeMap::<&str, Vec<String>>::new();
+        let mut held_errors = Vec::new();
+        for capability in Capability::all() {
+            let Some(deletion) = capability.unit().delete_left(&self.ctx) else {
+                continue;
+            };
+            match tokio::time::timeout(DELETE_LEFT_LIMIT, deletion).await {
+                Ok(Ok(reclaimed)) => held
+                    .entry(reclaimed.kind)
+                    .or_default()
+                    .extend(reclaimed.names),
+                Ok(Err(e)) => held_errors.push(format!("{}: {e}", capability.name())),
+                Err(_) => held_errors.push(format!(
+                    "{}: deleting what it holds of the run took longer than {} s",
+                    capability.name(),
+                    DELETE_LEFT_LIMIT.as_secs()
+                )),
+            }
+        }
+        let mut reaped = crate::registry::reap_run(
             self.runtime,
             &mut Providers::default(),
             &self.ctx.run_id,
@@ -827,6 +851,10 @@ impl Run<'_> {
             false,
         )
         .await;
+        reaped.errors.splice(0..0, held_errors);
+        for (kind, names) in held {
+            reaped.reclaimed.entry(kind).or_default().extend(names);
+        }
         let mut what: Vec<String> = reaped.reaped;
         what.extend(reaped.reclaimed.iter().flat_map(|(kind, names)| {
             let one = kind.strip_suffix('s').unwrap_or(kind);
