@@ -559,7 +559,7 @@ fn the_result_schema_is_printed_and_versioned() {
     let output = home.agentgate(&["schema", "--result"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let schema: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert!(schema["$id"].as_str().unwrap().ends_with("result-v2.json"));
+    assert!(schema["$id"].as_str().unwrap().ends_with("result-v3.json"));
     let properties = &schema["properties"];
     for field in [
         "version",
@@ -569,6 +569,7 @@ fn the_result_schema_is_printed_and_versioned() {
         "phases",
         "modifiedFiles",
         "sandbox",
+        "leftOut",
     ] {
         assert!(
             properties.get(field).is_some(),

@@ -35,7 +35,7 @@ use crate::record::EventSink;
 use crate::runtime::host_paths::BindScope;
 
 pub use sandbox::SandboxBroker;
-pub use unit::{Capability, HostCapability, Reclaimed};
+pub use unit::{Capability, DeleteLeft, HostCapability, Reclaimed};
 
 /// Every capability of this host, in the order they are listed to users. Adding a
 /// capability adds its line here.

@@ -4,7 +4,8 @@
 //! The runtime, the engine and the registry reach a capability only through
 //! [`HostCapability`]: they link what it links, parse and show the scope it shapes,
 //! keep the per-run state it makes, ask it which host objects it created and let it
-//! reclaim what a dead run left. None of them names a capability, so adding one is a
+//! reclaim what a dead run left, or what a run whose provider's `destroy` failed
+//! still holds. None of them names a capability, so adding one is a
 //! new folder under `capabilities/` and a line in [`super::ALL`]
 //! (docs/adding-a-host-capability.md).
 
@@ -73,7 +74,18 @@ pub trait HostCapability: Sync {
     fn reap_run(&self, _run_id: &str, _dry_run: bool) -> Option<Result<Reclaimed, String>> {
         None
     }
+    /// Deletes what this capability made for the live run `run` and still holds (its
+    /// per-run state knows it), without the plugin that asked for it, and says what it
+    /// removed. Called by the engine when the provider's `destroy` failed, timed out or
+    /// trapped, before it reaps through a fresh instance of the provider; bounded by
+    /// the engine. `None`: it holds nothing of the run's that outlives the plugin.
+    fn delete_left<'a>(&self, _run: &'a RunContext) -> Option<DeleteLeft<'a>> {
+        None
+    }
 }
+
+/// What [`HostCapability::delete_left`] returns: the deletion, to be awaited.
+pub type DeleteLeft<'a> = futures_util::future::BoxFuture<'a, Result<Reclaimed, String>>;
 
 /// What a capability reclaimed of a dead run.
 #[derive(Debug, Clone, PartialEq, Eq)]

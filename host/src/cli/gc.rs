@@ -1,9 +1,11 @@
-//! `agentgate gc`: clean up after runs whose `agentgate` died.
+//! `agentgate gc`: clean up after runs whose `agentgate` died, and after runs whose
+//! own cleanup left something (`cleanup-failed`).
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use super::{fail, Cli, EXIT_ERROR};
+use crate::registry::gc::ReapedRun;
 use crate::registry::{GcOptions, Scope};
 
 #[derive(Debug, clap::Args)]
@@ -41,21 +43,10 @@ pub async fn run(cli: &Cli, args: &GcArgs) -> ExitCode {
     } else {
         let verb = if args.dry_run { "would reap" } else { "reaped" };
         for orphan in &report.orphans {
-            let mut what: Vec<String> = orphan.leftovers.clone();
-            // `cgroups` → `cgroup NAME`.
-            what.extend(orphan.reclaimed.iter().flat_map(|(kind, names)| {
-                let one = kind.strip_suffix('s').unwrap_or(kind);
-                names.iter().map(move |name| format!("{one} {name}"))
-            }));
-            what.extend(orphan.folders.clone());
             println!(
                 "{verb} run {}{}{}{}",
                 orphan.run_id,
-                if what.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", what.join(", "))
-                },
+                reaped_objects(orphan),
                 orphan
                     .workspace
                     .as_ref()
@@ -66,20 +57,48 @@ pub async fn run(cli: &Cli, args: &GcArgs) -> ExitCode {
                     .map_or(String::new(), |r| format!("; marked crashed in {r}")),
             );
         }
+        for run in &report.cleanup_failed {
+            if args.dry_run || run.complete {
+                println!(
+                    "{verb} what the cleanup of finished run {} left{}{}",
+                    run.run_id,
+                    reaped_objects(run),
+                    if args.dry_run {
+                        ""
+                    } else {
+                        "; marked finished"
+                    }
+                );
+            } else {
+                println!(
+                    "could not reap all that the cleanup of finished run {} left{}; it stays \
+                     cleanup-failed (see the errors)",
+                    run.run_id,
+                    reaped_objects(run),
+                );
+            }
+        }
         for object in &report.unknown {
             println!(
                 "{verb} {} {} of unknown run {}",
                 object.provider, object.id, object.run_id
             );
         }
-        if report.orphans.is_empty() && report.unknown.is_empty() {
+        if report.orphans.is_empty()
+            && report.cleanup_failed.is_empty()
+            && report.unknown.is_empty()
+        {
             println!("no orphans");
         }
         if !report.live.is_empty() {
             println!("left alone {} live run(s)", report.live.len());
         }
     }
-    let failed = report.orphans.iter().any(|o| !o.complete);
+    let failed = report
+        .orphans
+        .iter()
+        .chain(&report.cleanup_failed)
+        .any(|o| !o.complete);
     for error in &report.errors {
         eprintln!("{}: {error}", if failed { "error" } else { "warning" });
     }
@@ -87,5 +106,21 @@ pub async fn run(cli: &Cli, args: &GcArgs) -> ExitCode {
         ExitCode::from(EXIT_ERROR)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// `: ID, cgroup NAME, FOLDER` for what gc removed of one run, or nothing.
+fn reaped_objects(run: &ReapedRun) -> String {
+    let mut what: Vec<String> = run.leftovers.clone();
+    // `cgroups` → `cgroup NAME`.
+    what.extend(run.reclaimed.iter().flat_map(|(kind, names)| {
+        let one = kind.strip_suffix('s').unwrap_or(kind);
+        names.iter().map(move |name| format!("{one} {name}"))
+    }));
+    what.extend(run.folders.clone());
+    if what.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", what.join(", "))
     }
 }

@@ -8,7 +8,8 @@ use crate::registry::{effective_state, Registry, RunRow};
 
 #[derive(Debug, clap::Args)]
 pub struct SandboxesArgs {
-    /// Also list finished and crashed runs (by default: running and orphaned ones).
+    /// Also list finished and crashed runs (by default: running, orphaned and
+    /// cleanup-failed ones).
     #[arg(long, short)]
     all: bool,
     /// Print a JSON array instead of the table.

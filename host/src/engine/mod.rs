@@ -11,6 +11,7 @@ mod plugins;
 mod requests;
 mod run;
 mod sampler;
+mod shortfall;
 mod workspace;
 
 pub use plugins::{resolve as resolve_plugins, PluginProblem, Plugins};

@@ -13,8 +13,9 @@ use tokio::time::Instant;
 use super::plugins::Plugins;
 use super::requests::{self, SandboxInputs};
 use super::sampler::ResourceSampler;
+use super::shortfall::{Shortfall, Shortfalls};
 use super::workspace::{materialize, Workspace};
-use crate::capabilities::{RunContext, SandboxBroker};
+use crate::capabilities::{Capability, RunContext, SandboxBroker};
 use crate::changeset::{
     GitBaseline, GitChanges, Snapshot, COLLECT_SECS, PATCH_FILE_BYTES, PATCH_TOTAL_BYTES,
 };
@@ -23,13 +24,17 @@ use crate::record::{
     PluginRecord, Redactor, ResourceUsage, RunFolder, RunResult, RunStatus, SandboxInfo,
     SandboxState, WorkspaceRecord, RESULT_VERSION, WORKSPACE_SCRATCH,
 };
-use crate::registry::{GcOptions, Scope, Tracker};
+use crate::registry::{GcOptions, Providers, Scope, Tracker};
 use crate::runtime::bindings::agent_driver::exports::agentgate::plugin::driver::AgentOutcome;
 use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::source::PreparedWorkspace;
 use crate::runtime::host_paths::{self, BindScope, HostPaths, PathUse};
 use crate::runtime::instance::SourceInstance;
 use crate::runtime::{LoadedPlugin, PluginError, Runtime};
 use crate::taskspec::{self, TaskSpec};
+
+/// How long one capability may take to delete what it holds of a run whose provider's
+/// `destroy` failed ([`crate::capabilities::HostCapability::delete_left`]).
+const DELETE_LEFT_LIMIT: Duration = Duration::from_secs(120);
 
 /// Everything a run needs besides the runtime.
 pub struct RunRequest {
@@ -239,6 +244,7 @@ async fn start(
         before: None,
         git: None,
         broker: None,
+        destroy_failed: None,
         logs: None,
         log_sizes: None,
         sandbox: None,
@@ -311,6 +317,9 @@ struct Run<'a> {
     /// Set instead of `before` when the workspace is a git repository.
     git: Option<GitBaseline>,
     broker: Option<Arc<SandboxBroker>>,
+    /// Why the provider's `destroy` failed, when it was called before cleanup (the
+    /// sandbox could not describe itself): cleanup reaps what it left.
+    destroy_failed: Option<String>,
     /// `stdout.log` and `stderr.log`, ended at cleanup.
     logs: Option<Arc<OutputLogs>>,
     /// What the output logs kept and dropped, once they ended.
@@ -537,7 +546,10 @@ impl Run<'_> {
         let summary = match sandbox.summary(deadline).await {
             Ok(summary) => summary,
             Err(error) => {
-                let _ = sandbox.destroy().await;
+                let deadline = Instant::now() + crate::runtime::instance::DESTROY_LIMIT;
+                if let Err(e) = sandbox.destroy(deadline).await {
+                    self.destroy_failed = Some(e.to_string());
+                }
                 return Err(Outcome::plugin(error));
             }
         };
@@ -702,30 +714,41 @@ impl Run<'_> {
         }
     }
 
-    /// Tears everything down, collects changes and writes `result.json`.
+    /// Tears everything down, collects changes and writes `result.json`. Every promise
+    /// of the run it finds broken is a [`Shortfall`]; [`Shortfalls::settle`] decides
+    /// what they do to the status.
     async fn finish(&mut self, outcome: Outcome) -> RunResult {
         let since = self.begin("cleanup");
-        let mut cleanup_errors = Vec::new();
+        let mut shortfalls = Shortfalls::default();
         let outcome = self.record_resource_usage(outcome).await;
+        let mut destroy_failed = self.destroy_failed.take();
         if let Some(broker) = self.broker.take() {
-            match broker.destroy().await {
+            let destroyed = broker.destroy().await;
+            // Kept whatever the outcome: a provider's warnings matter on success too.
+            // Bounded: a sandbox that stayed busy through `destroy` may stay so.
+            let stdio = tokio::time::timeout(Duration::from_secs(5), broker.plugin_stdio())
+                .await
+                .unwrap_or_default();
+            self.folder
+                .append_plugin_log(self.plugins.provider.name(), &stdio);
+            match destroyed {
                 Ok(()) => {
                     if let Err(e) = self.tracker.sandbox_destroyed() {
                         self.events
                             .host_log("error", format!("sandbox registry: {e}"));
                     }
                 }
-                Err(e) => cleanup_errors.push(format!("destroying the sandbox: {e}")),
+                Err(e) => destroy_failed = Some(format!("{e:#}")),
             }
-            // Kept whatever the outcome: a provider's warnings matter on success too.
-            self.folder
-                .append_plugin_log(self.plugins.provider.name(), &broker.plugin_stdio().await);
+        }
+        if let Some(error) = destroy_failed {
+            self.reap_after_failed_destroy(error, &mut shortfalls).await;
         }
         // The sandbox is gone: nothing can use the proxy any more.
         if let Some(egress) = self.egress.take() {
             self.egress_report = Some(egress.proxy.stop().await);
             if let Err(e) = std::fs::remove_dir_all(&egress.socket_dir) {
-                cleanup_errors.push(format!(
+                shortfalls.leftover(format!(
                     "removing the egress proxy's folder {}: {e}",
                     egress.socket_dir.display()
                 ));
@@ -740,7 +763,7 @@ impl Run<'_> {
         // The sandbox's private state (a throwaway HOME) goes with it.
         if let Some(state) = self.sandbox_state.take() {
             if let Err(e) = state.remove() {
-                cleanup_errors.push(format!(
+                shortfalls.leftover(format!(
                     "removing the sandbox state {}: {e}",
                     state.path().display()
                 ));
@@ -749,44 +772,38 @@ impl Run<'_> {
         if let (Some(info), Some(started)) = (self.sandbox.as_mut(), self.sandbox_started) {
             info.duration_ms = started.elapsed().as_millis() as u64;
         }
-        let (changes, changes_problem) = self.collect_changes();
+        // A run whose changes are unknown, or were made to a root it then moved away,
+        // or whose files a copy back left out, has an incomplete record.
+        let changes = self.collect_changes(&mut shortfalls);
+        shortfalls.add(Shortfall::LeftOut(self.ctx.left_out()));
         // A source releases what the run made (a push, a pull request): when that fails
-        // the work was not delivered, so the run did not succeed.
-        let mut release_problem = None;
+        // the work was not delivered.
         if let Some((mut source, prepared)) = self.source.take() {
             let deadline = Instant::now() + Duration::from_secs(30);
             if let Err(e) = source.release(&prepared, deadline).await {
-                release_problem = Some(format!("releasing the workspace: {e}"));
+                shortfalls.add(Shortfall::Release(format!("releasing the workspace: {e}")));
             }
             self.folder
                 .append_plugin_log(self.plugins.source.name(), &source.plugin_stdio());
         }
         if let Some(workspace) = self.workspace.as_ref().filter(|w| w.remove_at_cleanup) {
             if let Err(e) = std::fs::remove_dir_all(&workspace.root) {
-                cleanup_errors.push(format!(
+                // gc never removes a workspace: this one is the user's to remove.
+                shortfalls.cleanup(format!(
                     "removing the temporary workspace {}: {e}",
                     workspace.root.display()
                 ));
             }
         }
         self.folder.prune_scratch(WORKSPACE_SCRATCH);
-        for error in &cleanup_errors {
+        for error in shortfalls.cleanup_messages() {
             self.events.host_log("error", format!("cleanup: {error}"));
         }
         self.end("cleanup", since, None);
 
-        let mut result = self.result(outcome, changes, cleanup_errors);
-        // A run whose changes are unknown, or were made to a root it then moved away,
-        // or whose work its source could not release, is not a success.
-        for problem in [changes_problem, release_problem].into_iter().flatten() {
-            result.error = Some(match result.error.take() {
-                Some(error) => format!("{error}; {problem}"),
-                None => problem,
-            });
-            if result.status == RunStatus::Succeeded {
-                result.status = RunStatus::Error;
-            }
-        }
+        let left_something = shortfalls.left_something();
+        let mut result = self.result(outcome, changes);
+        shortfalls.settle(&mut result);
         // Free text and file names in the result may quote what an agent printed.
         result.mask(&self.redactor);
         if let Err(e) = self.folder.write_result(&result) {
@@ -794,11 +811,90 @@ impl Run<'_> {
                 .host_log("error", format!("writing result.json: {e}"));
         }
         let status = serde_json::to_value(result.status).expect("statuses serialize");
-        if let Err(e) = self.tracker.finished(status.as_str().unwrap_or_default()) {
+        let status = status.as_str().unwrap_or_default();
+        let recorded = if left_something {
+            self.tracker.cleanup_failed(status)
+        } else {
+            self.tracker.finished(status)
+        };
+        if let Err(e) = recorded {
             self.events
                 .host_log("error", format!("sandbox registry: {e}"));
         }
         result
+    }
+
+    /// The provider's `destroy` failed, timed out or trapped (`error`): reaps the run's
+    /// objects through a fresh instance of the provider plugin, and what capabilities
+    /// keep of the run (its cgroups), the way `gc` does. The failed `destroy` is a
+    /// shortfall whatever the reaping finds (a provider may copy the workspace back
+    /// there); what is still there after it is a leftover that `gc` retries.
+    async fn reap_after_failed_destroy(&mut self, error: String, shortfalls: &mut Shortfalls) {
+        let provider = &self.spec.spec.execution.sandbox.provider;
+        // First what capabilities still hold for this run (pods), without the plugin.
+        let mut held = BTreeMap::<&str, Vec<String>>::new();
+        let mut held_errors = Vec::new();
+        for capability in Capability::all() {
+            let Some(deletion) = capability.unit().delete_left(&self.ctx) else {
+                continue;
+            };
+            match tokio::time::timeout(DELETE_LEFT_LIMIT, deletion).await {
+                Ok(Ok(reclaimed)) => held
+                    .entry(reclaimed.kind)
+                    .or_default()
+                    .extend(reclaimed.names),
+                Ok(Err(e)) => held_errors.push(format!("{}: {e}", capability.name())),
+                Err(_) => held_errors.push(format!(
+                    "{}: deleting what it holds of the run took longer than {} s",
+                    capability.name(),
+                    DELETE_LEFT_LIMIT.as_secs()
+                )),
+            }
+        }
+        let mut reaped = crate::registry::reap_run(
+            self.runtime,
+            &mut Providers::default(),
+            &self.ctx.run_id,
+            Some(provider),
+            false,
+        )
+        .await;
+        reaped.errors.splice(0..0, held_errors);
+        for (kind, names) in held {
+            reaped.reclaimed.entry(kind).or_default().extend(names);
+        }
+        let mut what: Vec<String> = reaped.reaped;
+        what.extend(reaped.reclaimed.iter().flat_map(|(kind, names)| {
+            let one = kind.strip_suffix('s').unwrap_or(kind);
+            names.iter().map(move |name| format!("{one} {name}"))
+        }));
+        if reaped.errors.is_empty() {
+            let removed = if what.is_empty() {
+                "it found nothing of the run to remove".to_string()
+            } else {
+                format!("it removed {}", what.join(", "))
+            };
+            shortfalls.cleanup(format!(
+                "destroying the sandbox: {error}; reaped through a fresh instance of \
+                 provider {provider}: {removed}, nothing of the run is left"
+            ));
+            if let Err(e) = self.tracker.sandbox_reaped() {
+                self.events
+                    .host_log("error", format!("sandbox registry: {e}"));
+            }
+        } else {
+            let removed = if what.is_empty() {
+                String::new()
+            } else {
+                format!(" (it removed {})", what.join(", "))
+            };
+            shortfalls.leftover(format!(
+                "destroying the sandbox: {error}; reaping through a fresh instance of \
+                 provider {provider} failed{removed}, so something of the run is left for \
+                 `agentgate gc`: {}",
+                reaped.errors.join("; ")
+            ));
+        }
     }
 
     /// Reads the sandbox's resource use before it is destroyed: the counters are
@@ -850,12 +946,12 @@ impl Run<'_> {
         }
     }
 
-    /// What the agent changed, read through the handle opened before it ran, and
-    /// what makes that record incomplete.
-    fn collect_changes(&mut self) -> (Changes, Option<String>) {
+    /// What the agent changed, read through the handle opened before it ran; what
+    /// makes that record incomplete is a shortfall.
+    fn collect_changes(&mut self, shortfalls: &mut Shortfalls) -> Changes {
         let mut changes = Changes::default();
         let Some(workspace) = self.workspace.as_ref() else {
-            return (changes, None);
+            return changes;
         };
         let mut problems = Vec::new();
         if let Err(e) = workspace.check_root() {
@@ -884,14 +980,15 @@ impl Run<'_> {
                 Err(e) => problems.push(format!("the workspace's changes could not be read: {e}")),
             }
         }
-        for problem in &problems {
+        for problem in problems {
             self.events.host_log("error", problem.clone());
+            shortfalls.add(Shortfall::Changes(problem));
         }
-        (changes, (!problems.is_empty()).then(|| problems.join("; ")))
+        changes
     }
 
-    fn result(&self, outcome: Outcome, changes: Changes, cleanup_errors: Vec<String>) -> RunResult {
-        let (status, exit_code, mut error, agent) = match outcome {
+    fn result(&self, outcome: Outcome, changes: Changes) -> RunResult {
+        let (status, exit_code, error, agent) = match outcome {
             Outcome::Agent(outcome) => {
                 let status = if outcome.success {
                     RunStatus::Succeeded
@@ -920,13 +1017,6 @@ impl Run<'_> {
             }
             Outcome::Failed { status, message } => (status, None, Some(message), None),
         };
-        if !cleanup_errors.is_empty() {
-            let joined = cleanup_errors.join("; ");
-            error = Some(match error {
-                Some(e) => format!("{e}; cleanup: {joined}"),
-                None => format!("cleanup: {joined}"),
-            });
-        }
         let plugin_record = |plugin: &LoadedPlugin| PluginRecord {
             name: plugin.name().to_string(),
             version: plugin.info().version.clone(),
@@ -961,6 +1051,7 @@ impl Run<'_> {
             patch: changes.patch,
             logs: self.log_sizes.clone(),
             egress: self.egress_report.clone(),
+            left_out: Vec::new(),
         }
     }
 }
@@ -1040,6 +1131,12 @@ async fn reap_orphans(runtime: &Runtime, home: &std::path::Path, events: &EventS
                             .as_ref()
                             .map_or(String::new(), |w| format!("; kept its workspace {w}"))
                     ),
+                );
+            }
+            for run in report.cleanup_failed.iter().filter(|run| run.complete) {
+                events.host_log(
+                    "info",
+                    format!("gc: removed what the cleanup of run {} left", run.run_id),
                 );
             }
             for error in report.errors {

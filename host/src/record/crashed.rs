@@ -88,6 +88,7 @@ pub fn write_crashed_result(run: &CrashedRun<'_>) -> std::io::Result<Option<Path
         patch: None,
         logs: None,
         egress: None,
+        left_out: Vec::new(),
     };
     // Written aside and renamed, so a reader never sees half a result.
     let partial = run.folder.join("result.json.partial");

@@ -14,7 +14,9 @@ use super::redact::Redactor;
 
 /// Bumped when a field changes meaning or disappears, or one is added.
 /// 2: `patch` (the caps of `changes.patch` and the files it leaves out).
-pub const RESULT_VERSION: u32 = 2;
+/// 3: `leftOut` (what a copy back left out), and `status` is `error` for a run that
+/// fell short of anything it promised (see [`RunStatus::Succeeded`]).
+pub const RESULT_VERSION: u32 = 3;
 
 /// The JSON Schema of `result.json` (`agentgate schema --result`).
 pub fn result_schema() -> serde_json::Value {
@@ -26,7 +28,11 @@ pub fn result_schema() -> serde_json::Value {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum RunStatus {
-    /// The agent finished and reported success.
+    /// The agent finished and reported success, and everything the run promised
+    /// happened: its changes were recorded in full, every file a copy back was to
+    /// bring came back, the source released the work, and cleanup left nothing (the
+    /// provider's `destroy` completed, every folder the run made is gone). A run that
+    /// falls short of any of these is `error` instead, with the shortfall named.
     Succeeded,
     /// The agent finished and reported failure (or exited non-zero).
     Failed,
@@ -36,7 +42,8 @@ pub enum RunStatus {
     Cancelled,
     /// The TaskSpec was rejected by a plugin.
     Invalid,
-    /// A plugin or the host failed.
+    /// A plugin or the host failed, or the run fell short of a promise (see
+    /// [`RunStatus::Succeeded`]).
     Error,
     /// The `agentgate` process running it died before the end (e.g. `kill -9`);
     /// written by `agentgate gc`, which cleaned up after it.
@@ -102,6 +109,11 @@ pub struct RunResult {
     /// (connections and bytes per destination) and what it refused, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<crate::egress::EgressReport>,
+    /// Entries the agent changed that a copy back from the sandbox to the host left
+    /// out, each with the reason. Absent when none was; a run with any is not
+    /// `succeeded`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOutFile>,
 }
 
 /// `changes.patch`: its caps, and the files of `modifiedFiles` it leaves out.
@@ -140,6 +152,11 @@ impl RunResult {
         if let Some(patch) = &mut self.patch {
             texts.extend(patch.omitted.iter_mut().map(|o| &mut o.path));
         }
+        texts.extend(
+            self.left_out
+                .iter_mut()
+                .flat_map(|l| [&mut l.path, &mut l.reason]),
+        );
         if let Some(workspace) = &mut self.workspace {
             texts.extend([&mut workspace.root, &mut workspace.description]);
         }
@@ -282,11 +299,15 @@ mod tests {
             }),
             logs: None,
             egress: None,
+            left_out: vec![LeftOutFile {
+                path: text(),
+                reason: text(),
+            }],
         };
         result.mask(&Redactor::new([secret.to_string()]));
         let json = serde_json::to_string(&result).unwrap();
         assert!(!json.contains(secret), "{json}");
-        assert_eq!(json.matches("before *** after").count(), 10, "{json}");
+        assert_eq!(json.matches("before *** after").count(), 12, "{json}");
     }
 }
 

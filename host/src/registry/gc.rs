@@ -1,4 +1,5 @@
-//! Orphan cleanup: what runs whose `agentgate` died left behind.
+//! Orphan cleanup: what runs whose `agentgate` died left behind, and what runs whose
+//! own cleanup failed left behind.
 //!
 //! A run is an orphan when its owner is dead ([`Liveness::Dead`]), or when the owner
 //! cannot be seen from here (another pid namespace) and its heartbeat is stale. A
@@ -18,6 +19,14 @@
 //! [`Scope::Everything`] it also reaps provider objects whose run the registry does not
 //! know, when their owner label names a dead process (the registry was lost or
 //! belongs to another home).
+//!
+//! A run whose cleanup left something (its provider's `destroy` failed and a fresh
+//! instance could not reap everything, a cgroup or the sandbox's state folder could not
+//! be removed) finished all the same, with status `error`, and its row says
+//! `cleanup-failed`. gc reaps such a run on every pass, owner alive or not (the owner is
+//! done with it), the same way as an orphan ([`reap_run`], which the run itself used
+//! when its `destroy` failed), and once nothing is left marks the row `finished`,
+//! keeping the `result.json` the run wrote.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -67,6 +76,8 @@ pub struct GcOptions {
 #[serde(rename_all = "camelCase")]
 pub struct GcReport {
     pub orphans: Vec<ReapedRun>,
+    /// Runs whose own cleanup failed (`cleanup-failed`), retried.
+    pub cleanup_failed: Vec<ReapedRun>,
     /// Provider objects of runs the registry does not know.
     pub unknown: Vec<ReapedObject>,
     /// Live runs left alone.
@@ -93,6 +104,21 @@ pub struct ReapedRun {
     /// The `result.json` written with status `crashed`.
     pub result: Option<String>,
     pub complete: bool,
+}
+
+impl ReapedRun {
+    fn of(row: &RunRow) -> ReapedRun {
+        ReapedRun {
+            run_id: row.run_id.clone(),
+            provider: row.sandbox.as_ref().map(|s| s.provider.clone()),
+            leftovers: Vec::new(),
+            reclaimed: BTreeMap::new(),
+            folders: Vec::new(),
+            workspace: None,
+            result: None,
+            complete: true,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -122,7 +148,8 @@ pub fn effective_state(row: &RunRow) -> RunState {
     }
 }
 
-/// Finds the orphans of `home` and reaps them (or, with `dry_run`, lists them).
+/// Finds the orphans of `home` and the runs whose cleanup failed, and reaps them
+/// (or, with `dry_run`, lists them).
 pub async fn collect(
     runtime: &Runtime,
     home: &Path,
@@ -131,8 +158,11 @@ pub async fn collect(
     let registry = Registry::open(home)?;
     let mut report = GcReport::default();
     let mut orphans = Vec::new();
+    let mut cleanup_failed = Vec::new();
     for row in registry.runs(false)? {
-        if is_orphan(&row, options.older_than) {
+        if row.state == RunState::CleanupFailed {
+            cleanup_failed.push(row);
+        } else if is_orphan(&row, options.older_than) {
             orphans.push(row);
         } else {
             report.live.push(row.run_id);
@@ -144,99 +174,27 @@ pub async fn collect(
     let still_running: BTreeSet<String> = registry
         .runs(false)?
         .into_iter()
+        .filter(|row| row.state == RunState::Running)
         .map(|row| row.run_id)
         .collect();
     orphans.retain(|row| still_running.contains(&row.run_id));
 
-    // One store per provider, for every orphan that used it.
-    let mut providers: BTreeMap<String, Provider> = BTreeMap::new();
+    // One store per provider, for every run that used it.
+    let mut providers = Providers::default();
     for row in &orphans {
-        let mut reaped = ReapedRun {
-            run_id: row.run_id.clone(),
-            provider: row.sandbox.as_ref().map(|s| s.provider.clone()),
-            leftovers: Vec::new(),
-            reclaimed: BTreeMap::new(),
-            folders: Vec::new(),
-            workspace: None,
-            result: None,
-            complete: true,
-        };
-        let mut fail = |reaped: &mut ReapedRun, message: String| {
-            reaped.complete = false;
-            report.errors.push(format!("run {}: {message}", row.run_id));
-        };
-
-        if let Some(sandbox) = &row.sandbox {
-            let mut opened = Ok(());
-            if !providers.contains_key(&sandbox.provider) {
-                match Provider::open(runtime, &sandbox.provider).await {
-                    Ok(provider) => {
-                        providers.insert(sandbox.provider.clone(), provider);
-                    }
-                    Err(e) => opened = Err(e),
-                }
-            }
-            match opened.map(|()| providers.get_mut(&sandbox.provider).expect("opened above")) {
-                Ok(provider) => {
-                    for id in provider.of_run(&row.run_id) {
-                        if !options.dry_run {
-                            if let Err(e) = provider.reap(&id).await {
-                                fail(&mut reaped, e);
-                                continue;
-                            }
-                        }
-                        reaped.leftovers.push(id);
-                    }
-                    if let Some(e) = &provider.list_error {
-                        fail(&mut reaped, e.clone());
-                    }
-                }
-                Err(e) => fail(&mut reaped, e),
-            }
-        }
-
-        for capability in Capability::all() {
-            match capability.unit().reap_run(&row.run_id, options.dry_run) {
-                None => {}
-                Some(Ok(reclaimed)) => {
-                    reaped
-                        .reclaimed
-                        .entry(reclaimed.kind)
-                        .or_default()
-                        .extend(reclaimed.names);
-                }
-                Some(Err(e)) => fail(&mut reaped, e),
-            }
-        }
-
+        let mut reaped = ReapedRun::of(row);
         let folder = PathBuf::from(&row.folder);
         let kept_workspace = kept_workspace(row, &folder);
-        // The sandbox's private state was never the user's; the run removes it too.
-        // Only a folder of this user's, and never one that holds the workspace.
-        let state = SandboxState::recorded(row.sandbox_state.as_deref(), &folder);
-        let holds_workspace = kept_workspace
-            .as_deref()
-            .is_some_and(|w| w.starts_with(state.path()));
-        if holds_workspace {
-            fail(
-                &mut reaped,
-                format!(
-                    "the recorded sandbox state {} holds the workspace; left alone",
-                    state.path().display()
-                ),
-            );
-        } else if state.is_ours() {
-            let removed = if options.dry_run {
-                Ok(())
-            } else {
-                state.remove()
-            };
-            let path = state.path().display();
-            match removed {
-                Ok(()) => reaped.folders.push(path.to_string()),
-                Err(e) => fail(&mut reaped, format!("removing {path}: {e}")),
-            }
-        }
+        reap_row(
+            runtime,
+            &mut providers,
+            row,
+            kept_workspace.as_deref(),
+            options.dry_run,
+            &mut reaped,
+            &mut report.errors,
+        )
+        .await;
         reaped.workspace = kept_workspace.as_ref().map(|p| p.display().to_string());
 
         if !options.dry_run && reaped.complete {
@@ -262,7 +220,12 @@ pub async fn collect(
                 Ok(Some(path)) => reaped.result = Some(path.display().to_string()),
                 // The run wrote its own result before it died: it finished.
                 Ok(None) => {}
-                Err(e) => fail(&mut reaped, format!("writing its result.json: {e}")),
+                Err(e) => {
+                    reaped.complete = false;
+                    report
+                        .errors
+                        .push(format!("run {}: writing its result.json: {e}", row.run_id));
+                }
             }
         }
         if !options.dry_run && reaped.complete {
@@ -280,10 +243,153 @@ pub async fn collect(
         report.orphans.push(reaped);
     }
 
+    // Runs that finished with leftovers: the same reaping, and the result the run wrote
+    // stays as it is.
+    for row in &cleanup_failed {
+        let mut reaped = ReapedRun::of(row);
+        let folder = PathBuf::from(&row.folder);
+        let kept_workspace = kept_workspace(row, &folder);
+        reap_row(
+            runtime,
+            &mut providers,
+            row,
+            kept_workspace.as_deref(),
+            options.dry_run,
+            &mut reaped,
+            &mut report.errors,
+        )
+        .await;
+        if !options.dry_run && reaped.complete {
+            if row.sandbox.is_some() {
+                registry.sandbox_ended(&row.run_id, "reaped")?;
+            }
+            registry.cleanup_done(&row.run_id)?;
+        }
+        report.cleanup_failed.push(reaped);
+    }
+
     if options.scope == Scope::Everything {
         reap_unknown(runtime, &registry, options, &mut providers, &mut report).await?;
     }
     Ok(report)
+}
+
+/// Reaps what the run of `row` left: its provider objects and capabilities' objects
+/// ([`reap_run`]) and the sandbox's private state folder. Failures go to `errors` and
+/// make `reaped` incomplete.
+async fn reap_row(
+    runtime: &Runtime,
+    providers: &mut Providers,
+    row: &RunRow,
+    kept_workspace: Option<&Path>,
+    dry_run: bool,
+    reaped: &mut ReapedRun,
+    errors: &mut Vec<String>,
+) {
+    let mut fail = |reaped: &mut ReapedRun, message: String| {
+        reaped.complete = false;
+        errors.push(format!("run {}: {message}", row.run_id));
+    };
+    let provider = row.sandbox.as_ref().map(|s| s.provider.as_str());
+    let leftovers = reap_run(runtime, providers, &row.run_id, provider, dry_run).await;
+    reaped.leftovers.extend(leftovers.reaped);
+    for (kind, names) in leftovers.reclaimed {
+        reaped.reclaimed.entry(kind).or_default().extend(names);
+    }
+    for error in leftovers.errors {
+        fail(reaped, error);
+    }
+
+    let folder = PathBuf::from(&row.folder);
+    // The sandbox's private state was never the user's; the run removes it too.
+    // Only a folder of this user's, and never one that holds the workspace.
+    let state = SandboxState::recorded(row.sandbox_state.as_deref(), &folder);
+    let holds_workspace = kept_workspace.is_some_and(|w| w.starts_with(state.path()));
+    if holds_workspace {
+        fail(
+            reaped,
+            format!(
+                "the recorded sandbox state {} holds the workspace; left alone",
+                state.path().display()
+            ),
+        );
+    } else if state.is_ours() {
+        let removed = if dry_run { Ok(()) } else { state.remove() };
+        let path = state.path().display();
+        match removed {
+            Ok(()) => reaped.folders.push(path.to_string()),
+            Err(e) => fail(reaped, format!("removing {path}: {e}")),
+        }
+    }
+}
+
+/// What reaping one run's objects did.
+#[derive(Debug, Default)]
+pub struct RunLeftovers {
+    /// Provider objects removed (or, dry, to remove), by id.
+    pub reaped: Vec<String>,
+    /// What capabilities reclaimed, by kind (`cgroups`).
+    pub reclaimed: BTreeMap<&'static str, Vec<String>>,
+    /// What could not be removed or looked for: something of the run may be left.
+    pub errors: Vec<String>,
+}
+
+/// Removes what run `run_id` left: the objects its provider `provider` labelled with
+/// the run's id, through a fresh instance of the provider plugin (whatever state the
+/// run's own instance was left in), and what each capability keeps of a run (its
+/// cgroups). gc uses it for orphans and for runs whose cleanup failed; a run uses it
+/// itself when its provider's `destroy` failed, timed out or trapped.
+pub async fn reap_run(
+    runtime: &Runtime,
+    providers: &mut Providers,
+    run_id: &str,
+    provider: Option<&str>,
+    dry_run: bool,
+) -> RunLeftovers {
+    let mut done = RunLeftovers::default();
+    if let Some(name) = provider {
+        match providers.open(runtime, name).await {
+            Ok(provider) => {
+                for id in provider.of_run(run_id) {
+                    if !dry_run {
+                        if let Err(e) = provider.reap(&id).await {
+                            done.errors.push(e);
+                            continue;
+                        }
+                    }
+                    done.reaped.push(id);
+                }
+                // A reap that answered success is checked: the objects must be gone.
+                if !dry_run && !done.reaped.is_empty() {
+                    provider.list().await;
+                    for id in provider.of_run(run_id) {
+                        if let Some(at) = done.reaped.iter().position(|r| *r == id) {
+                            done.reaped.remove(at);
+                            done.errors
+                                .push(format!("{name}: {id} is still there after it was reaped"));
+                        }
+                    }
+                }
+                if let Some(e) = &provider.list_error {
+                    done.errors.push(e.clone());
+                }
+            }
+            Err(e) => done.errors.push(e),
+        }
+    }
+    for capability in Capability::all() {
+        match capability.unit().reap_run(run_id, dry_run) {
+            None => {}
+            Some(Ok(reclaimed)) => {
+                done.reclaimed
+                    .entry(reclaimed.kind)
+                    .or_default()
+                    .extend(reclaimed.names);
+            }
+            Some(Err(e)) => done.errors.push(e),
+        }
+    }
+    done
 }
 
 /// Where the run's workspace is: the root it recorded once prepared, or else the
@@ -302,7 +408,7 @@ async fn reap_unknown(
     runtime: &Runtime,
     registry: &Registry,
     options: &GcOptions,
-    providers: &mut BTreeMap<String, Provider>,
+    providers: &mut Providers,
     report: &mut GcReport,
 ) -> Result<(), RegistryError> {
     let names: BTreeSet<String> = runtime
@@ -315,18 +421,13 @@ async fn reap_unknown(
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_millis() as u64);
     for name in names {
-        if !providers.contains_key(&name) {
-            match Provider::open(runtime, &name).await {
-                Ok(provider) => {
-                    providers.insert(name.clone(), provider);
-                }
-                Err(e) => {
-                    report.errors.push(e);
-                    continue;
-                }
+        let provider = match providers.open(runtime, &name).await {
+            Ok(provider) => provider,
+            Err(e) => {
+                report.errors.push(e);
+                continue;
             }
-        }
-        let provider = providers.get_mut(&name).expect("inserted above");
+        };
         let candidates: Vec<(String, String)> = provider
             .leftovers
             .iter()
@@ -372,6 +473,22 @@ async fn reap_unknown(
     Ok(())
 }
 
+/// The provider plugins opened for reaping, one fresh instance each (in a store of
+/// its own, outside any run), kept for every run that used it.
+#[derive(Default)]
+pub struct Providers(BTreeMap<String, Provider>);
+
+impl Providers {
+    /// The instance of provider `name`, opened (and its leftovers listed) on first use.
+    async fn open(&mut self, runtime: &Runtime, name: &str) -> Result<&mut Provider, String> {
+        if !self.0.contains_key(name) {
+            let provider = Provider::open(runtime, name).await?;
+            self.0.insert(name.to_string(), provider);
+        }
+        Ok(self.0.get_mut(name).expect("inserted above"))
+    }
+}
+
 /// A provider plugin in a store of its own, with what it listed.
 struct Provider {
     instance: crate::runtime::instance::ProviderInstance,
@@ -392,21 +509,30 @@ impl Provider {
             format!("gc-{}", uuid::Uuid::now_v7().simple()),
             Arc::new(EventSink::discard()),
         );
-        let mut instance = runtime
+        let instance = runtime
             .sandbox_provider(plugin, context)
             .await
             .map_err(|e| e.to_string())?;
-        let (leftovers, list_error) =
-            match instance.list_leftovers(Instant::now() + CALL_LIMIT).await {
-                Ok(leftovers) => (leftovers, None),
-                Err(e) => (Vec::new(), Some(e.to_string())),
-            };
-        Ok(Provider {
+        let mut provider = Provider {
             instance,
             name: name.to_string(),
-            leftovers,
-            list_error,
-        })
+            leftovers: Vec::new(),
+            list_error: None,
+        };
+        provider.list().await;
+        Ok(provider)
+    }
+
+    /// Lists what the provider created that still exists.
+    async fn list(&mut self) {
+        (self.leftovers, self.list_error) = match self
+            .instance
+            .list_leftovers(Instant::now() + CALL_LIMIT)
+            .await
+        {
+            Ok(leftovers) => (leftovers, None),
+            Err(e) => (Vec::new(), Some(e.to_string())),
+        };
     }
 
     /// The ids of the leftovers labelled with `run_id`.

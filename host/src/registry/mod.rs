@@ -3,7 +3,8 @@
 //!
 //! [`store`] is the SQLite database (one row per run and per sandbox), [`owner`] the
 //! identity of the `agentgate` process that owns a run and whether it still lives,
-//! [`gc`] the orphan cleanup built on both. A run registers itself through a
+//! [`gc`] the cleanup built on both: orphans of dead owners, and runs whose own
+//! cleanup left something (`cleanup-failed`). A run registers itself through a
 //! [`Tracker`], which also beats its heartbeat while the run lasts.
 
 pub mod gc;
@@ -13,7 +14,7 @@ pub mod store;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-pub use gc::{collect, effective_state, GcOptions, GcReport, Scope};
+pub use gc::{collect, effective_state, reap_run, GcOptions, GcReport, Providers, Scope};
 pub use owner::{Liveness, Owner};
 pub use store::{
     now_ms, NewRun, NewSandbox, Registry, RegistryError, RunRow, RunState, SandboxRow,
@@ -117,10 +118,25 @@ impl Tracker {
         self.with(|r| r.sandbox_ended(&self.run_id, "destroyed"))
     }
 
+    /// The provider's `destroy` failed, and the run's leftovers were reaped through a
+    /// fresh instance of the provider instead.
+    pub fn sandbox_reaped(&self) -> Result<(), RegistryError> {
+        self.with(|r| r.sandbox_ended(&self.run_id, "reaped"))
+    }
+
     /// The run wrote its result: it is finished, with that status.
     pub fn finished(&self, status: &str) -> Result<(), RegistryError> {
+        self.ended(RunState::Finished, status)
+    }
+
+    /// The run wrote its result, but its cleanup left something: `gc` retries it.
+    pub fn cleanup_failed(&self, status: &str) -> Result<(), RegistryError> {
+        self.ended(RunState::CleanupFailed, status)
+    }
+
+    fn ended(&self, state: RunState, status: &str) -> Result<(), RegistryError> {
         self.heartbeat.abort();
-        self.with(|r| r.run_ended(&self.run_id, RunState::Finished, status))
+        self.with(|r| r.run_ended(&self.run_id, state, status))
             .map(|_| ())
     }
 }

@@ -97,14 +97,18 @@ pub enum RegistryError {
 }
 
 /// A run's state as the registry records it. `orphaned` is not stored: it is a
-/// `running` row whose owner is gone ([`RunRow::effective_state`]).
+/// `running` row whose owner is gone ([`super::effective_state`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum RunState {
     Running,
     Finished,
     Crashed,
     Orphaned,
+    /// The run ended, but its cleanup left something (a container, a pod, a cgroup,
+    /// the sandbox's state folder): `gc` retries it on every pass until it is gone,
+    /// then marks the row `finished`.
+    CleanupFailed,
 }
 
 impl RunState {
@@ -114,6 +118,7 @@ impl RunState {
             RunState::Finished => "finished",
             RunState::Crashed => "crashed",
             RunState::Orphaned => "orphaned",
+            RunState::CleanupFailed => "cleanup-failed",
         }
     }
 
@@ -122,6 +127,7 @@ impl RunState {
             "finished" => RunState::Finished,
             "crashed" => RunState::Crashed,
             "orphaned" => RunState::Orphaned,
+            "cleanup-failed" => RunState::CleanupFailed,
             _ => RunState::Running,
         }
     }
@@ -448,8 +454,9 @@ impl Registry {
         Ok(())
     }
 
-    /// The run ended: `finished` by its owner, or `crashed` as gc found it. Only a
-    /// `running` row changes, so gc never overwrites a run its owner finished.
+    /// The run ended: `finished` (or `cleanup-failed`) by its owner, or `crashed` as gc
+    /// found it. Only a `running` row changes, so gc never overwrites a run its owner
+    /// finished.
     pub fn run_ended(
         &self,
         run_id: &str,
@@ -467,7 +474,21 @@ impl Registry {
         Ok(changed == 1)
     }
 
-    /// Every run, newest first; only `running` ones unless `all`.
+    /// gc removed what the cleanup of a `cleanup-failed` run left: the run is
+    /// `finished`, with the status it ended with.
+    pub fn cleanup_done(&self, run_id: &str) -> Result<bool, RegistryError> {
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE runs SET state = 'finished' WHERE run_id = ?1 AND state = 'cleanup-failed'",
+                params![run_id],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(changed == 1)
+    }
+
+    /// Every run, newest first; unless `all`, only those that still need something:
+    /// `running` ones and `cleanup-failed` ones.
     pub fn runs(&self, all: bool) -> Result<Vec<RunRow>, RegistryError> {
         let sql = format!(
             "SELECT r.run_id, r.name, r.folder, r.owner, r.state, r.status, r.started_ms,
@@ -477,7 +498,11 @@ impl Registry {
              FROM runs r LEFT JOIN sandboxes s ON s.run_id = r.run_id
              {}
              ORDER BY r.started_ms DESC, r.run_id DESC",
-            if all { "" } else { "WHERE r.state = 'running'" }
+            if all {
+                ""
+            } else {
+                "WHERE r.state IN ('running', 'cleanup-failed')"
+            }
         );
         let mut statement = self.conn.prepare(&sql).map_err(|e| self.error(e))?;
         let rows = statement
@@ -643,6 +668,41 @@ mod tests {
         drop(registry);
         let registry = Registry::open(home.path()).unwrap();
         assert!(registry.knows("r1").unwrap());
+    }
+
+    #[test]
+    fn a_run_whose_cleanup_failed_stays_listed_until_gc_is_done_with_it() {
+        let home = tempfile::tempdir().unwrap();
+        let registry = Registry::open(home.path()).unwrap();
+        let owner = Owner::current().unwrap();
+        registry
+            .run_started(&NewRun {
+                run_id: "r1",
+                name: "task",
+                folder: Path::new("/tmp/r1"),
+                owner: &owner,
+            })
+            .unwrap();
+        assert!(registry
+            .run_ended("r1", RunState::CleanupFailed, "error")
+            .unwrap());
+        let rows = registry.runs(false).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].state, RunState::CleanupFailed);
+        assert_eq!(
+            serde_json::to_value(rows[0].state).unwrap(),
+            "cleanup-failed"
+        );
+        // gc arriving for an orphan cannot turn it into a crashed run.
+        assert!(!registry
+            .run_ended("r1", RunState::Crashed, "crashed")
+            .unwrap());
+        assert!(registry.cleanup_done("r1").unwrap());
+        assert!(!registry.cleanup_done("r1").unwrap());
+        assert!(registry.runs(false).unwrap().is_empty());
+        let row = &registry.runs(true).unwrap()[0];
+        assert_eq!(row.state, RunState::Finished);
+        assert_eq!(row.status.as_deref(), Some("error"));
     }
 
     #[test]

@@ -469,25 +469,35 @@ impl ActiveSandbox {
         self.instance.plugin_stdio()
     }
 
-    /// Destroys the sandbox and kills everything the provider started. Idempotent.
-    pub async fn destroy(&mut self) -> anyhow::Result<()> {
+    /// Destroys the sandbox and kills everything the provider started, by `deadline`
+    /// (the call), and [`HANDLE_DROP_LIMIT`] more for the guest's destructor of the
+    /// handle. Idempotent.
+    pub async fn destroy(&mut self, deadline: Instant) -> Result<(), PluginError> {
         let Some(handle) = self.handle.take() else {
             return Ok(());
         };
         let plugin = self.instance.plugin();
-        let deadline = Instant::now() + Duration::from_secs(30);
         let guest = self.instance.bindings.agentgate_plugin_provider().sandbox();
         let call = guest.call_destroy(&mut self.instance.store, handle);
         let result = guard(&plugin, "destroy", deadline, call)
             .await
-            .map(|r| reported(&plugin, "destroy", r));
-        let _ = handle.resource_drop_async(&mut self.instance.store).await;
+            .and_then(|r| reported(&plugin, "destroy", r));
+        let _ = tokio::time::timeout(
+            HANDLE_DROP_LIMIT,
+            handle.resource_drop_async(&mut self.instance.store),
+        )
+        .await;
         // Whatever the plugin did, nothing it started outlives the sandbox.
         self.instance.store.data().processes.close();
-        result??;
-        Ok(())
+        result
     }
 }
+
+/// How long a provider's `destroy` call may take.
+pub const DESTROY_LIMIT: Duration = Duration::from_secs(30);
+
+/// How long dropping a destroyed sandbox's handle (the guest's destructor) may take.
+const HANDLE_DROP_LIMIT: Duration = Duration::from_secs(5);
 
 impl DriverInstance {
     pub async fn run(

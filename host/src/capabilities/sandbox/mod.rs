@@ -21,7 +21,7 @@ use super::execution::Execution;
 use crate::record::OutputLogs;
 use crate::runtime::bindings::sandbox::{DirEntry, Host, SandboxDetails};
 use crate::runtime::bindings::types::{Error, ExecRequest, ResourceUsage};
-use crate::runtime::instance::ActiveSandbox;
+use crate::runtime::instance::{ActiveSandbox, DESTROY_LIMIT};
 use crate::runtime::PluginState;
 
 /// Largest file a driver may read in one call.
@@ -85,10 +85,18 @@ impl SandboxBroker {
         self.sandbox.lock().await.plugin_stdio()
     }
 
-    /// Destroys the sandbox. Called once at cleanup, whatever happened before.
+    /// Destroys the sandbox. Called once at cleanup, whatever happened before; bounded
+    /// by [`DESTROY_LIMIT`] in all, waiting for a command that still holds the sandbox
+    /// included.
     pub async fn destroy(&self) -> anyhow::Result<()> {
-        let mut sandbox = self.sandbox.lock().await;
-        sandbox.destroy().await
+        let deadline = tokio::time::Instant::now() + DESTROY_LIMIT;
+        let Ok(mut sandbox) = tokio::time::timeout_at(deadline, self.sandbox.lock()).await else {
+            anyhow::bail!(
+                "the sandbox stayed busy for {} s, so it was not destroyed",
+                DESTROY_LIMIT.as_secs()
+            );
+        };
+        Ok(sandbox.destroy(deadline).await?)
     }
 }
 
