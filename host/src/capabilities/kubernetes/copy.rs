@@ -3,17 +3,56 @@
 //! never followed; the pod's archive treated as hostile and bounded). The exec streams
 //! are async and the tar code is blocking: it runs on a blocking thread behind a
 //! [`SyncIoBridge`].
+//!
+//! The pod may be hostile by the time of the copy back (an agent running as root can
+//! replace `/bin/sh` or `tar` with `sleep`), so every copy is bounded in time: it is cut
+//! when no byte moved for [`Time::idle`], or at [`Time::total`]. A cut copy is an error
+//! that says so, with what it had left out by then ([`CopyFailed`]); the exec is
+//! dropped, and what it left running ends with the pod.
 
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
+use tokio::time::Instant;
 use tokio_util::io::SyncIoBridge;
 
 use super::exec::Target;
-use super::transfer::{self, Bounds, Moved};
+use super::transfer::{self, Bounds, Moved, Stopped};
 use crate::capabilities::invalid_spec;
 use crate::runtime::bindings::kubernetes_v0_1_0::cluster::Transfer;
 use crate::runtime::bindings::types::Error;
+
+/// How long one copy may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Time {
+    /// Without a byte moving either way.
+    pub idle: Duration,
+    /// In all, from starting tar in the pod to its exit status.
+    pub total: Duration,
+}
+
+/// Copy-in runs inside `create`, under the run's own deadline: a big workspace fits.
+pub const COPY_IN: Time = Time {
+    idle: Duration::from_secs(30),
+    total: Duration::from_secs(15 * 60),
+};
+
+/// Copy-back runs inside `destroy`, which the engine gives 30 s
+/// (`runtime::instance::ActiveSandbox::destroy`): the pod's deletion after it
+/// ([`super::pod::DELETE_IN_DESTROY`]) must still fit, whatever the pod did to the copy.
+pub const COPY_OUT: Time = Time {
+    idle: Duration::from_secs(10),
+    total: Duration::from_secs(15),
+};
+
+/// How often a copy's progress is looked at.
+const TICK: Duration = Duration::from_millis(250);
+/// How long a cut copy's worker may take to see its stream end.
+const AFTER_CUT: Duration = Duration::from_secs(2);
 
 /// Entries one copy may move.
 const MAX_ENTRIES: u64 = 1_000_000;
@@ -63,35 +102,172 @@ pub fn workspace_only(
     }
 }
 
-fn as_transfer(m: Moved) -> Transfer {
-    Transfer {
-        files: m.files,
-        bytes: m.bytes,
-        skipped: m.skipped,
+/// A copy that did not finish: why, and what it had moved and left out until then.
+#[derive(Debug)]
+pub struct CopyFailed {
+    pub error: Error,
+    pub moved: Moved,
+}
+
+impl From<Error> for CopyFailed {
+    fn from(error: Error) -> Self {
+        CopyFailed {
+            error,
+            moved: Moved::default(),
+        }
     }
 }
 
-/// Runs a tar exec in the pod while `local` moves the archive on a blocking thread;
-/// fails with the exec's stderr when tar did.
+/// What one copy moved, for the plugin.
+pub fn as_transfer(m: Moved) -> Transfer {
+    Transfer {
+        files: m.files,
+        bytes: m.bytes,
+        skipped: m.skipped.iter().map(ToString::to_string).collect(),
+    }
+}
+
+/// Bytes a copy moved so far, and whether it was cut.
+#[derive(Default)]
+struct Progress {
+    bytes: AtomicU64,
+    cut: AtomicBool,
+}
+
+/// The archive's stream on the blocking side: counts what passes, and fails (never
+/// ends cleanly) once the copy was cut, so a cut archive is never taken for a whole one.
+struct Watched<T> {
+    inner: T,
+    progress: Arc<Progress>,
+}
+
+impl<T> Watched<T> {
+    fn cut_error(&self) -> Option<io::Error> {
+        self.progress
+            .cut
+            .load(Ordering::Acquire)
+            .then(|| io::Error::new(io::ErrorKind::TimedOut, "the copy was cut"))
+    }
+}
+
+impl<T: Read> Read for Watched<T> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(e) = self.cut_error() {
+            return Err(e);
+        }
+        let read = self.inner.read(buf);
+        if let Some(e) = self.cut_error() {
+            return Err(e);
+        }
+        let read = read?;
+        self.progress.bytes.fetch_add(read as u64, Ordering::AcqRel);
+        Ok(read)
+    }
+}
+
+impl<T: Write> Write for Watched<T> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Some(e) = self.cut_error() {
+            return Err(e);
+        }
+        let written = self.inner.write(buf)?;
+        self.progress
+            .bytes
+            .fetch_add(written as u64, Ordering::AcqRel);
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Waits for `worker` while bytes keep moving; `Err` says why the copy is cut.
+async fn watch<T>(
+    worker: &mut tokio::task::JoinHandle<T>,
+    progress: &Progress,
+    deadline: Instant,
+    time: Time,
+) -> Result<Result<T, tokio::task::JoinError>, String> {
+    let mut seen = 0;
+    let mut moved_at = Instant::now();
+    loop {
+        tokio::select! {
+            done = &mut *worker => return Ok(done),
+            () = tokio::time::sleep(TICK) => {}
+        }
+        let now = Instant::now();
+        let bytes = progress.bytes.load(Ordering::Acquire);
+        if bytes != seen {
+            seen = bytes;
+            moved_at = now;
+        }
+        if now >= deadline {
+            return Err(format!(
+                "the copy did not finish within its bound of {}s ({bytes} bytes had moved)",
+                time.total.as_secs()
+            ));
+        }
+        if now.duration_since(moved_at) >= time.idle {
+            return Err(format!(
+                "no byte moved for {}s ({bytes} bytes had moved): tar in the pod does not \
+                 answer",
+                time.idle.as_secs()
+            ));
+        }
+    }
+}
+
+/// How a tar exec failed: `lost`, its stream ended without the status the API server
+/// sends last (a connection between API server and kubelet lost under load), or
+/// anything else (tar failed, the archive was refused, the copy was cut).
+struct TarFailure {
+    lost: bool,
+    failed: CopyFailed,
+}
+
+impl From<Error> for TarFailure {
+    fn from(error: Error) -> Self {
+        TarFailure {
+            lost: false,
+            failed: error.into(),
+        }
+    }
+}
+
+/// Runs a tar exec in the pod while `local` moves the archive on a blocking thread,
+/// all before `deadline` and never idle for longer than `time.idle`; fails with the
+/// exec's stderr when tar did.
 async fn with_tar<F>(
     target: &Target,
     script: &str,
     pod_dir: &str,
     writes_stdin: bool,
+    deadline: Instant,
+    time: Time,
     local: F,
-) -> Result<Transfer, TarFailure>
+) -> Result<Moved, TarFailure>
 where
     F: FnOnce(
         &mut kube::api::AttachedProcess,
-    ) -> Result<tokio::task::JoinHandle<Result<Moved, String>>, Error>,
+        Arc<Progress>,
+    ) -> Result<tokio::task::JoinHandle<Result<Moved, Stopped>>, Error>,
 {
     let argv = ["/bin/sh", "-c", script, "agentgate-copy", pod_dir]
         .map(String::from)
         .to_vec();
-    let mut attached = target.attach(argv, writes_stdin).await?;
+    let mut attached = tokio::time::timeout_at(deadline, target.attach(argv, writes_stdin))
+        .await
+        .map_err(|_| {
+            Error::TimedOut(format!(
+                "starting tar in the pod: no answer within the copy's bound of {}s",
+                time.total.as_secs()
+            ))
+        })??;
     let status = attached.take_status();
     let stderr = attached.stderr();
-    let worker = local(&mut attached)?;
+    let progress = Arc::new(Progress::default());
+    let mut worker = local(&mut attached, progress.clone())?;
     // Read whatever tar says (its first 64 KiB kept) while the archive moves, so a
     // chatty tar never blocks on a full pipe.
     let said = tokio::spawn(async move {
@@ -105,24 +281,65 @@ where
         }
         kept
     });
-    let result = worker
-        .await
-        .map_err(|e| Error::Failed(format!("the copy's worker failed: {e}")));
-    let moved = match result.and_then(|r| r.map_err(Error::Failed)) {
-        Ok(m) => m,
-        Err(e) => {
+    let failure = |error: Error, moved: Moved| TarFailure {
+        lost: false,
+        failed: CopyFailed { error, moved },
+    };
+    let moved = match watch(&mut worker, &progress, deadline, time).await {
+        Ok(Ok(Ok(moved))) => moved,
+        Ok(Ok(Err(stopped))) => {
             // Stops the exec, and tar with it.
             attached.abort();
             said.abort();
-            return Err(e.into());
+            return Err(failure(
+                Error::Failed(stopped.error.to_string()),
+                stopped.moved,
+            ));
+        }
+        Ok(Err(e)) => {
+            attached.abort();
+            said.abort();
+            return Err(Error::Failed(format!("the copy's worker failed: {e}")).into());
+        }
+        Err(why) => {
+            // The worker's stream fails from now on, and ends with the exec.
+            progress.cut.store(true, Ordering::Release);
+            attached.abort();
+            said.abort();
+            let moved = match tokio::time::timeout(AFTER_CUT, worker).await {
+                Ok(Ok(Ok(moved))) => moved,
+                Ok(Ok(Err(stopped))) => stopped.moved,
+                _ => Moved::default(),
+            };
+            return Err(failure(
+                Error::TimedOut(format!("the copy was cut: {why}")),
+                moved,
+            ));
         }
     };
     let status = match status {
-        Some(s) => s.await,
+        Some(s) => match tokio::time::timeout_at(deadline, s).await {
+            Ok(status) => status,
+            Err(_) => {
+                attached.abort();
+                said.abort();
+                return Err(failure(
+                    Error::TimedOut(format!(
+                        "tar in the pod did not end after its archive, within the copy's bound \
+                         of {}s",
+                        time.total.as_secs()
+                    )),
+                    moved,
+                ));
+            }
+        },
         None => None,
     };
     let code = status.as_ref().and_then(super::exec::exit_code);
-    let said = said.await.unwrap_or_default();
+    let said = match tokio::time::timeout(AFTER_CUT, said).await {
+        Ok(Ok(said)) => said,
+        _ => Vec::new(),
+    };
     if code != Some(0) {
         // Without an exit code the API server's own words are all there is (an exec
         // that could not start, a container that ended under it).
@@ -141,41 +358,29 @@ where
             why.trim(),
             String::from_utf8_lossy(&said).trim()
         ));
-        return Err(match status {
-            None => TarFailure::StreamLost(error),
-            Some(_) => TarFailure::Failed(error),
+        return Err(TarFailure {
+            lost: status.is_none(),
+            failed: CopyFailed { error, moved },
         });
     }
-    Ok(as_transfer(moved))
+    Ok(moved)
 }
 
-/// How a tar exec failed: the exec's stream ended without the status the API server
-/// sends last (a connection between API server and kubelet lost under load), or tar
-/// itself failed.
-enum TarFailure {
-    StreamLost(Error),
-    Failed(Error),
-}
-
-impl From<Error> for TarFailure {
-    fn from(error: Error) -> Self {
-        TarFailure::Failed(error)
-    }
-}
-
-/// Runs a copy, and once more when its stream was lost before tar's status: both
-/// copies make their destination equal to their source, so a second attempt is safe.
-async fn retried<Fut>(mut attempt: impl FnMut() -> Fut) -> Result<Transfer, Error>
+/// Runs a copy, and once more when its stream was lost before tar's status and time is
+/// left: both copies make their destination equal to their source, so a second
+/// attempt is safe.
+async fn retried<Fut>(
+    deadline: Instant,
+    mut attempt: impl FnMut() -> Fut,
+) -> Result<Moved, CopyFailed>
 where
-    Fut: std::future::Future<Output = Result<Transfer, TarFailure>>,
+    Fut: std::future::Future<Output = Result<Moved, TarFailure>>,
 {
     match attempt().await {
-        Err(TarFailure::StreamLost(_)) => match attempt().await {
-            Ok(done) => Ok(done),
-            Err(TarFailure::StreamLost(e) | TarFailure::Failed(e)) => Err(e),
-        },
-        Ok(done) => Ok(done),
-        Err(TarFailure::Failed(e)) => Err(e),
+        Err(TarFailure { lost: true, .. }) if Instant::now() < deadline => {
+            attempt().await.map_err(|f| f.failed)
+        }
+        other => other.map_err(|f| f.failed),
     }
 }
 
@@ -185,46 +390,75 @@ pub async fn copy_in(
     host_dir: PathBuf,
     pod_dir: &str,
     bounds: Bounds,
-) -> Result<Transfer, Error> {
+) -> Result<Moved, CopyFailed> {
     pod_path("pod-dir", pod_dir)?;
-    retried(|| {
+    let deadline = Instant::now() + COPY_IN.total;
+    retried(deadline, || {
         let host_dir = host_dir.clone();
-        with_tar(target, EXTRACT, pod_dir, true, move |attached| {
-            let stdin = attached
-                .stdin()
-                .ok_or_else(|| Error::Failed("the copy's exec has no stdin".into()))?;
-            let mut bridge = SyncIoBridge::new(stdin);
-            Ok(tokio::task::spawn_blocking(move || {
-                let packed =
-                    transfer::pack(&host_dir, &mut bridge, &bounds).map_err(|e| e.to_string());
-                // The end of the archive is the end of tar's stdin.
-                let _ = bridge.shutdown();
-                packed
-            }))
-        })
+        with_tar(
+            target,
+            EXTRACT,
+            pod_dir,
+            true,
+            deadline,
+            COPY_IN,
+            move |attached, progress| {
+                let stdin = attached
+                    .stdin()
+                    .ok_or_else(|| Error::Failed("the copy's exec has no stdin".into()))?;
+                let mut out = Watched {
+                    inner: SyncIoBridge::new(stdin),
+                    progress,
+                };
+                Ok(tokio::task::spawn_blocking(move || {
+                    let packed =
+                        transfer::pack(&host_dir, &mut out, &bounds).map_err(|error| Stopped {
+                            error,
+                            moved: Moved::default(),
+                        });
+                    // The end of the archive is the end of tar's stdin.
+                    let _ = out.inner.shutdown();
+                    packed
+                }))
+            },
+        )
     })
     .await
 }
 
-/// Makes the workspace `host_dir` equal to `pod_dir`.
+/// Makes the workspace `host_dir` equal to `pod_dir`, leaving out (and listing) what
+/// it refuses; bounded by [`COPY_OUT`].
 pub async fn copy_out(
     target: &Target,
     pod_dir: &str,
     host_dir: PathBuf,
     bounds: Bounds,
-) -> Result<Transfer, Error> {
+) -> Result<Moved, CopyFailed> {
     pod_path("pod-dir", pod_dir)?;
-    retried(|| {
+    let time = COPY_OUT;
+    let deadline = Instant::now() + time.total;
+    retried(deadline, || {
         let host_dir = host_dir.clone();
-        with_tar(target, CREATE, pod_dir, false, move |attached| {
-            let stdout = attached
-                .stdout()
-                .ok_or_else(|| Error::Failed("the copy's exec has no stdout".into()))?;
-            let bridge = SyncIoBridge::new(stdout);
-            Ok(tokio::task::spawn_blocking(move || {
-                transfer::unpack(bridge, &host_dir, &bounds).map_err(|e| e.to_string())
-            }))
-        })
+        with_tar(
+            target,
+            CREATE,
+            pod_dir,
+            false,
+            deadline,
+            time,
+            move |attached, progress| {
+                let stdout = attached
+                    .stdout()
+                    .ok_or_else(|| Error::Failed("the copy's exec has no stdout".into()))?;
+                let input = Watched {
+                    inner: SyncIoBridge::new(stdout),
+                    progress,
+                };
+                Ok(tokio::task::spawn_blocking(move || {
+                    transfer::unpack(input, &host_dir, &bounds)
+                }))
+            },
+        )
     })
     .await
 }
