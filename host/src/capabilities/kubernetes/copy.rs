@@ -1,8 +1,8 @@
 //! Files into and out of a pod: tar over `pods/exec`, as `kubectl cp` does, with the
 //! archive written and read on the host by [`super::transfer`] (links copied as links,
 //! never followed; the pod's archive treated as hostile and bounded). The exec streams
-//! are async and the tar code is blocking: it runs on a blocking thread behind a
-//! [`SyncIoBridge`].
+//! are async and the tar code is blocking: it runs on a blocking thread, fed through
+//! a channel ([`ArchiveIn`], [`ArchiveOut`]).
 //!
 //! The pod may be hostile by the time of the copy back (an agent running as root can
 //! replace `/bin/sh` or `tar` with `sleep`), so every copy is bounded in time: it is cut
@@ -12,13 +12,13 @@
 
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_util::io::SyncIoBridge;
 
 use super::exec::Target;
 use super::transfer::{self, Bounds, Moved, Stopped};
@@ -53,6 +53,9 @@ pub const COPY_OUT: Time = Time {
 const TICK: Duration = Duration::from_millis(250);
 /// How long a cut copy's worker may take to see its stream end.
 const AFTER_CUT: Duration = Duration::from_secs(2);
+/// The largest chunk between the exec and the blocking side, and how many may wait.
+const CHUNK: usize = 64 * 1024;
+const CHUNKS: usize = 16;
 
 /// Entries one copy may move.
 const MAX_ENTRIES: u64 = 1_000_000;
@@ -102,6 +105,13 @@ pub fn workspace_only(
     }
 }
 
+/// The archive moving on a blocking thread (`worker`), and the task that moves its
+/// bytes to or from the exec (`pump`).
+struct Moving {
+    worker: tokio::task::JoinHandle<Result<Moved, Stopped>>,
+    pump: tokio::task::JoinHandle<()>,
+}
+
 /// A copy that did not finish: why, and what it had moved and left out until then.
 #[derive(Debug)]
 pub struct CopyFailed {
@@ -127,59 +137,128 @@ pub fn as_transfer(m: Moved) -> Transfer {
     }
 }
 
-/// Bytes a copy moved so far, and whether it was cut.
+/// Bytes a copy moved across the exec so far.
 #[derive(Default)]
 struct Progress {
     bytes: AtomicU64,
-    cut: AtomicBool,
 }
 
-/// The archive's stream on the blocking side: counts what passes, and fails (never
-/// ends cleanly) once the copy was cut, so a cut archive is never taken for a whole one.
-struct Watched<T> {
-    inner: T,
-    progress: Arc<Progress>,
-}
-
-impl<T> Watched<T> {
-    fn cut_error(&self) -> Option<io::Error> {
-        self.progress
-            .cut
-            .load(Ordering::Acquire)
-            .then(|| io::Error::new(io::ErrorKind::TimedOut, "the copy was cut"))
+impl Progress {
+    fn moved(&self, n: usize) {
+        self.bytes.fetch_add(n as u64, Ordering::AcqRel);
     }
 }
 
-impl<T: Read> Read for Watched<T> {
+/// The blocking side of the archive's stream. kube's exec streams are halves of a
+/// `SimplexStream`, which never end when the exec is aborted (only its normal end shuts
+/// them), so the blocking side moves chunks through a channel that a task, the pump,
+/// feeds from or drains into the exec's stream. Aborting the pump drops the channel's
+/// other end: a cut copy's blocking thread always ends, with an error, never with what
+/// looks like the end of the archive.
+struct ArchiveIn {
+    rx: mpsc::Receiver<Vec<u8>>,
+    chunk: Vec<u8>,
+    at: usize,
+    ended: bool,
+}
+
+impl Read for ArchiveIn {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if let Some(e) = self.cut_error() {
-            return Err(e);
+        while self.at == self.chunk.len() {
+            if self.ended {
+                return Ok(0);
+            }
+            match self.rx.blocking_recv() {
+                // The pump's empty chunk: the exec's stream ended normally.
+                Some(chunk) if chunk.is_empty() => self.ended = true,
+                Some(chunk) => {
+                    self.chunk = chunk;
+                    self.at = 0;
+                }
+                None => return Err(cut()),
+            }
         }
-        let read = self.inner.read(buf);
-        if let Some(e) = self.cut_error() {
-            return Err(e);
-        }
-        let read = read?;
-        self.progress.bytes.fetch_add(read as u64, Ordering::AcqRel);
-        Ok(read)
+        let n = buf.len().min(self.chunk.len() - self.at);
+        buf[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
     }
 }
 
-impl<T: Write> Write for Watched<T> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if let Some(e) = self.cut_error() {
-            return Err(e);
+/// The exec's stdout, into an [`ArchiveIn`], by a pump to abort when the copy stops.
+fn pump_out(
+    mut stdout: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    progress: Arc<Progress>,
+) -> (tokio::task::JoinHandle<()>, ArchiveIn) {
+    let (tx, rx) = mpsc::channel(CHUNKS);
+    let pump = tokio::spawn(async move {
+        let mut buffer = vec![0u8; CHUNK];
+        loop {
+            match stdout.read(&mut buffer).await {
+                Ok(0) => {
+                    let _ = tx.send(Vec::new()).await;
+                    return;
+                }
+                Ok(n) => {
+                    progress.moved(n);
+                    if tx.send(buffer[..n].to_vec()).await.is_err() {
+                        return;
+                    }
+                }
+                // Dropping `tx` without the empty chunk: the reader sees the stream cut.
+                Err(_) => return,
+            }
         }
-        let written = self.inner.write(buf)?;
-        self.progress
-            .bytes
-            .fetch_add(written as u64, Ordering::AcqRel);
-        Ok(written)
+    });
+    let input = ArchiveIn {
+        rx,
+        chunk: Vec::new(),
+        at: 0,
+        ended: false,
+    };
+    (pump, input)
+}
+
+/// The blocking side of the exec's stdin (see [`ArchiveIn`]).
+struct ArchiveOut {
+    tx: mpsc::Sender<Vec<u8>>,
+}
+
+impl Write for ArchiveOut {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = buf.len().min(CHUNK);
+        self.tx
+            .blocking_send(buf[..n].to_vec())
+            .map_err(|_| cut())?;
+        Ok(n)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
+        Ok(())
     }
+}
+
+/// An [`ArchiveOut`] into the exec's stdin, by a pump to abort when the copy stops; the
+/// stdin is shut (tar sees the archive end) once the [`ArchiveOut`] is dropped.
+fn pump_in(
+    mut stdin: impl tokio::io::AsyncWrite + Unpin + Send + 'static,
+    progress: Arc<Progress>,
+) -> (tokio::task::JoinHandle<()>, ArchiveOut) {
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(CHUNKS);
+    let pump = tokio::spawn(async move {
+        while let Some(chunk) = rx.recv().await {
+            if stdin.write_all(&chunk).await.is_err() {
+                return;
+            }
+            progress.moved(chunk.len());
+        }
+        let _ = stdin.shutdown().await;
+    });
+    (pump, ArchiveOut { tx })
+}
+
+fn cut() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "the copy was cut")
 }
 
 /// Waits for `worker` while bytes keep moving; `Err` says why the copy is cut.
@@ -248,10 +327,7 @@ async fn with_tar<F>(
     local: F,
 ) -> Result<Moved, TarFailure>
 where
-    F: FnOnce(
-        &mut kube::api::AttachedProcess,
-        Arc<Progress>,
-    ) -> Result<tokio::task::JoinHandle<Result<Moved, Stopped>>, Error>,
+    F: FnOnce(&mut kube::api::AttachedProcess, Arc<Progress>) -> Result<Moving, Error>,
 {
     let argv = ["/bin/sh", "-c", script, "agentgate-copy", pod_dir]
         .map(String::from)
@@ -267,7 +343,7 @@ where
     let status = attached.take_status();
     let stderr = attached.stderr();
     let progress = Arc::new(Progress::default());
-    let mut worker = local(&mut attached, progress.clone())?;
+    let Moving { mut worker, pump } = local(&mut attached, progress.clone())?;
     // Read whatever tar says (its first 64 KiB kept) while the archive moves, so a
     // chatty tar never blocks on a full pipe.
     let said = tokio::spawn(async move {
@@ -291,6 +367,7 @@ where
             // Stops the exec, and tar with it.
             attached.abort();
             said.abort();
+            pump.abort();
             return Err(failure(
                 Error::Failed(stopped.error.to_string()),
                 stopped.moved,
@@ -299,11 +376,12 @@ where
         Ok(Err(e)) => {
             attached.abort();
             said.abort();
+            pump.abort();
             return Err(Error::Failed(format!("the copy's worker failed: {e}")).into());
         }
         Err(why) => {
-            // The worker's stream fails from now on, and ends with the exec.
-            progress.cut.store(true, Ordering::Release);
+            // Without its pump the worker's stream fails at once.
+            pump.abort();
             attached.abort();
             said.abort();
             let moved = match tokio::time::timeout(AFTER_CUT, worker).await {
@@ -406,20 +484,15 @@ pub async fn copy_in(
                 let stdin = attached
                     .stdin()
                     .ok_or_else(|| Error::Failed("the copy's exec has no stdin".into()))?;
-                let mut out = Watched {
-                    inner: SyncIoBridge::new(stdin),
-                    progress,
-                };
-                Ok(tokio::task::spawn_blocking(move || {
-                    let packed =
-                        transfer::pack(&host_dir, &mut out, &bounds).map_err(|error| Stopped {
-                            error,
-                            moved: Moved::default(),
-                        });
-                    // The end of the archive is the end of tar's stdin.
-                    let _ = out.inner.shutdown();
-                    packed
-                }))
+                let (pump, out) = pump_in(stdin, progress);
+                let worker = tokio::task::spawn_blocking(move || {
+                    // Dropping `out` at the end of the archive ends tar's stdin.
+                    transfer::pack(&host_dir, out, &bounds).map_err(|error| Stopped {
+                        error,
+                        moved: Moved::default(),
+                    })
+                });
+                Ok(Moving { worker, pump })
             },
         )
     })
@@ -450,13 +523,11 @@ pub async fn copy_out(
                 let stdout = attached
                     .stdout()
                     .ok_or_else(|| Error::Failed("the copy's exec has no stdout".into()))?;
-                let input = Watched {
-                    inner: SyncIoBridge::new(stdout),
-                    progress,
-                };
-                Ok(tokio::task::spawn_blocking(move || {
+                let (pump, input) = pump_out(stdout, progress);
+                let worker = tokio::task::spawn_blocking(move || {
                     transfer::unpack(input, &host_dir, &bounds)
-                }))
+                });
+                Ok(Moving { worker, pump })
             },
         )
     })
