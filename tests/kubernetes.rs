@@ -860,10 +860,13 @@ fn a_root_agent_that_breaks_the_pods_shell_leaves_nothing_and_the_run_is_an_erro
              rm /bin/sh /bin/tar\n\
              printf '#!/bin/busybox sh\\nexec /bin/busybox sleep 3600\\n' > /bin/sh\n\
              cp /bin/sh /bin/tar\nchmod 755 /bin/sh /bin/tar\n\
-             echo \"uid=$(id -u) shell=$(head -c 40 /bin/sh | tr '\\n' ' ')\"",
+             echo \"uid=$(id -u) shell=$(head -c 60 /bin/sh | tr '\\n' ' ')\"",
         ),
     )
-    .replace("  options:\n", "  options:\n    runAsUser: 0\n");
+    .replace(
+        "  options:\n    namespace:",
+        "  options:\n    runAsUser: 0\n    namespace:",
+    );
     let path = home.dir.path().join("task.yaml");
     std::fs::write(&path, task_spec("k8s", "break the pod", &execution)).unwrap();
     let started = std::time::Instant::now();
@@ -875,6 +878,11 @@ fn a_root_agent_that_breaks_the_pods_shell_leaves_nothing_and_the_run_is_an_erro
         .output()
         .unwrap();
     let took = started.elapsed();
+    assert!(
+        home.dir.path().join("runs").exists(),
+        "the run did not start: {}",
+        stderr(&output)
+    );
     let stdout = home.log("stdout.log");
     // The attack acted: root, and the shell replaced.
     assert!(
@@ -889,14 +897,6 @@ fn a_root_agent_that_breaks_the_pods_shell_leaves_nothing_and_the_run_is_an_erro
         result["status"],
         output.status.code(),
         result["leftOut"]
-    );
-    assert_ne!(result["status"], "succeeded", "{result:#}");
-    assert_eq!(result["status"], "error", "{result:#}");
-    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
-    let left_out = result["leftOut"].as_array().cloned().unwrap_or_default();
-    assert!(
-        left_out.iter().any(|l| l["path"] == "."),
-        "the cut copy back is not in leftOut: {result:#}"
     );
     // Pod start, agent, a bounded usage reading, a copy back cut after 10 s without a
     // byte, the deletion: well under two minutes.
@@ -925,6 +925,15 @@ fn a_root_agent_that_breaks_the_pods_shell_leaves_nothing_and_the_run_is_an_erro
         );
     }
     assert!(namespace.run_objects(None).is_empty());
+    // The run says what did not happen.
+    assert_ne!(result["status"], "succeeded", "{result:#}");
+    assert_eq!(result["status"], "error", "{result:#}");
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let left_out = result["leftOut"].as_array().cloned().unwrap_or_default();
+    assert!(
+        left_out.iter().any(|l| l["path"] == "."),
+        "the cut copy back is not in leftOut: {result:#}"
+    );
 }
 
 /// The copy back meets entries it refuses (fifos, hard links to them) early and
