@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::exec::Target;
-use super::transfer::{self, Bounds, Moved, Stopped};
+use super::transfer::{self, Bounds, Moved, Stopped, TransferError};
 use crate::capabilities::invalid_spec;
 use crate::runtime::bindings::kubernetes_v0_1_0::cluster::Transfer;
 use crate::runtime::bindings::types::Error;
@@ -364,14 +364,30 @@ where
     let moved = match watch(&mut worker, &progress, deadline, time).await {
         Ok(Ok(Ok(moved))) => moved,
         Ok(Ok(Err(stopped))) => {
+            // An archive that ended early, on a stream that ended without tar's status,
+            // was lost on the way (API server to kubelet): worth another attempt.
+            let early = matches!(
+                stopped.error,
+                TransferError::Truncated | TransferError::Archive { .. }
+            );
+            let lost = early
+                && match status {
+                    Some(status) => {
+                        matches!(tokio::time::timeout(AFTER_CUT, status).await, Ok(None))
+                    }
+                    None => true,
+                };
             // Stops the exec, and tar with it.
             attached.abort();
             said.abort();
             pump.abort();
-            return Err(failure(
-                Error::Failed(stopped.error.to_string()),
-                stopped.moved,
-            ));
+            return Err(TarFailure {
+                lost,
+                failed: CopyFailed {
+                    error: Error::Failed(stopped.error.to_string()),
+                    moved: stopped.moved,
+                },
+            });
         }
         Ok(Err(e)) => {
             attached.abort();
