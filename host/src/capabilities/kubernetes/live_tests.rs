@@ -450,7 +450,7 @@ async fn a_root_pod_whose_shell_never_answers_cannot_hold_the_host_or_keep_its_o
     let started = std::time::Instant::now();
     let deleted = super::delete_left(&run).await.unwrap();
     let delete_took = started.elapsed();
-    assert_eq!(deleted, [place.id()]);
+    assert_eq!(deleted.names, [place.id()]);
     let left = run_objects(&place, &marks.run_id).await;
     assert!(left.is_empty(), "left on the cluster: {left:?}");
     assert!(

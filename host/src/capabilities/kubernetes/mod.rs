@@ -428,12 +428,19 @@ fn record_copy_back(
 
 /// Deletes every pod `run` made and has not deleted yet, with its Secret, ConfigMap
 /// and NetworkPolicy, without the plugin (which may have trapped) and without
-/// reaching into the pods; within [`pod::DELETE_AT_LEISURE`] each. Returns the ids
-/// deleted; the error names those left. For the engine when a provider's `destroy`
-/// failed; `gc` finds the same objects through the provider's `list-leftovers`.
-pub async fn delete_left(run: &crate::capabilities::RunContext) -> Result<Vec<String>, String> {
+/// reaching into the pods; within [`pod::DELETE_AT_LEISURE`] each. Says which pods it
+/// deleted (`pods`); the error names those left. For the engine when a provider's
+/// `destroy` failed (`HostCapability::delete_left`); `gc` finds the same objects
+/// through the provider's `list-leftovers`.
+pub async fn delete_left(
+    run: &crate::capabilities::RunContext,
+) -> Result<crate::capabilities::Reclaimed, String> {
+    let mut deleted = crate::capabilities::Reclaimed {
+        kind: "pods",
+        names: Vec::new(),
+    };
     let Some(state) = run.state::<KubernetesRun>() else {
-        return Ok(Vec::new());
+        return Ok(deleted);
     };
     let pods: Vec<(String, (Placement, String))> = state
         .pods
@@ -442,13 +449,12 @@ pub async fn delete_left(run: &crate::capabilities::RunContext) -> Result<Vec<St
         .iter()
         .map(|(id, held)| (id.clone(), held.clone()))
         .collect();
-    let mut deleted = Vec::new();
     let mut failed = Vec::new();
     for (id, (place, home)) in pods {
         match pod::delete(&place, &home, pod::DELETE_AT_LEISURE).await {
             Ok(()) => {
                 state.pods.lock().unwrap().remove(&id);
-                deleted.push(id);
+                deleted.names.push(id);
             }
             Err(e) => failed.push(format!("pod {id}: {}", pod::describe(&e))),
         }
@@ -472,6 +478,21 @@ mod tests {
             Arc::new(EventSink::discard()),
             Default::default(),
         )
+    }
+
+    #[test]
+    fn deleting_what_a_run_holds_is_a_future_the_engine_can_box() {
+        fn boxable<'a>(
+            f: impl std::future::Future<Output = Result<crate::capabilities::Reclaimed, String>>
+                + Send
+                + 'a,
+        ) -> futures_util::future::BoxFuture<'a, Result<crate::capabilities::Reclaimed, String>>
+        {
+            Box::pin(f)
+        }
+        let run = run();
+        let nothing = futures_util::FutureExt::now_or_never(boxable(delete_left(&run)));
+        assert!(matches!(nothing, Some(Ok(r)) if r.kind == "pods" && r.names.is_empty()));
     }
 
     fn skipped(path: &str, reason: &str) -> transfer::Skipped {
