@@ -828,3 +828,191 @@ fn the_agent_attacks_the_copy_back_with_links_and_odd_names() {
     );
     assert!(namespace.run_objects(None).is_empty());
 }
+
+/// `agentgate gc --json` in `home`; asserts it succeeded and returns its report.
+fn gc_report(home: &Home) -> Value {
+    let gc = home.agentgate(&["gc", "--json"]);
+    assert!(gc.status.success(), "{}", stderr(&gc));
+    serde_json::from_slice(&gc.stdout).unwrap()
+}
+
+/// The operator allows root; the agent, root in its pod, leaves a marker and a fifo,
+/// then replaces `/bin/sh` and `tar` (what every command the host runs in the pod
+/// starts with) by scripts that `sleep`. The run must not say `succeeded` (the copy
+/// back could not finish), must end within a bound, and must leave nothing of the run
+/// on the cluster (pod, Secret with the environment, ConfigMap), with `gc` finding
+/// nothing afterwards.
+#[test]
+fn a_root_agent_that_breaks_the_pods_shell_leaves_nothing_and_the_run_is_an_error() {
+    let cluster = test_cluster();
+    let namespace = Namespace::new(&cluster);
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("before.txt"), "before\n").unwrap();
+    let secret = "k8s-secret-root-Hq3Lw8Zp2Vn6Tb";
+    let home = home_for(&cluster, "root: true\n");
+    let execution = in_pod(
+        &cluster,
+        workspace.path(),
+        &namespace.name,
+        "resources:\n  timeout: 5m\nenvironment:\n  API_TOKEN: ${K8S_TEST_SECRET}\n",
+        &shell_agent(
+            "echo marker > marker.txt\nmkfifo fifo\n\
+             rm /bin/sh /bin/tar\n\
+             printf '#!/bin/busybox sh\\nexec /bin/busybox sleep 3600\\n' > /bin/sh\n\
+             cp /bin/sh /bin/tar\nchmod 755 /bin/sh /bin/tar\n\
+             echo \"uid=$(id -u) shell=$(head -c 60 /bin/sh | tr '\\n' ' ')\"",
+        ),
+    )
+    .replace(
+        "  options:\n    namespace:",
+        "  options:\n    runAsUser: 0\n    namespace:",
+    );
+    let path = home.dir.path().join("task.yaml");
+    std::fs::write(&path, task_spec("k8s", "break the pod", &execution)).unwrap();
+    let started = std::time::Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_agentgate"))
+        .args(["run", path.to_str().unwrap()])
+        .env("AGENTGATE_HOME", home.dir.path())
+        .env_remove("AGENTGATE_PLUGIN_PATH")
+        .env("K8S_TEST_SECRET", secret)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert!(
+        home.dir.path().join("runs").exists(),
+        "the run did not start: {}",
+        stderr(&output)
+    );
+    let stdout = home.log("stdout.log");
+    // The attack acted: root, and the shell replaced.
+    assert!(
+        stdout.contains("uid=0 shell=#!/bin/busybox sh exec /bin/busybox sleep"),
+        "the agent did not break the pod: {stdout}\n{}",
+        stderr(&output)
+    );
+    let result = home.result();
+    eprintln!(
+        "hostile root pod: the run ended after {:.1}s, status {}, exit code {:?}, leftOut {}",
+        took.as_secs_f64(),
+        result["status"],
+        output.status.code(),
+        result["leftOut"]
+    );
+    // Pod start, agent, a bounded usage reading, a copy back cut after 10 s without a
+    // byte, the deletion: well under two minutes.
+    assert!(took.as_secs() < 120, "the run took {took:?}");
+    let run = run_id(&home);
+    let left = namespace.run_objects(Some(&run));
+    assert!(left.is_empty(), "left on the cluster: {left:?}");
+    let secrets = namespace
+        .api
+        .get(&format!("/api/v1/namespaces/{}/secrets", namespace.name))
+        .to_string();
+    assert!(
+        !secrets.contains(&support_base64(secret)),
+        "the run's environment is still in a Secret"
+    );
+    // gc finds nothing of the run to reap, and no kubernetes error.
+    let report = gc_report(&home);
+    for key in ["orphans", "unknown", "errors"] {
+        let listed = report[key].as_array().cloned().unwrap_or_default();
+        assert!(
+            listed.iter().all(|entry| {
+                let text = entry.to_string();
+                !text.contains(&run) && !text.contains("kubernetes")
+            }),
+            "gc found something of the run: {report:#}"
+        );
+    }
+    assert!(namespace.run_objects(None).is_empty());
+    // The run says what did not happen.
+    assert_ne!(result["status"], "succeeded", "{result:#}");
+    assert_eq!(result["status"], "error", "{result:#}");
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let left_out = result["leftOut"].as_array().cloned().unwrap_or_default();
+    assert!(
+        left_out.iter().any(|l| l["path"] == "."),
+        "the cut copy back is not in leftOut: {result:#}"
+    );
+}
+
+/// The copy back meets entries it refuses (fifos, hard links to them) early and
+/// ordinary files after them, in two folders so that whichever tar reads first, the
+/// other's files come after its refused entries. Every ordinary file comes back,
+/// `ln link hard` comes back as the same link, each refused entry is named with its
+/// reason, and the run does not say `succeeded`.
+#[test]
+fn a_copy_back_goes_on_past_what_it_refuses_and_the_run_says_what_was_left_out() {
+    let cluster = test_cluster();
+    let namespace = Namespace::new(&cluster);
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("before.txt"), "before\n").unwrap();
+    let home = home_for(&cluster, "");
+    let output = home.run_spec(&task_spec(
+        "k8s",
+        "refused entries",
+        &in_pod(
+            &cluster,
+            workspace.path(),
+            &namespace.name,
+            "resources:\n  timeout: 2m\n",
+            &shell_agent(
+                "for d in one two; do\n  mkdir $d\n  mkfifo $d/pipe\n  ln $d/pipe $d/pipe-again\n  \
+                 ln -s /etc/passwd $d/link\n  ln $d/link $d/link-again\n  \
+                 for n in 1 2 3 4 5; do echo $d$n > $d/file$n.txt; done\ndone\n\
+                 echo \"made $(stat -c '%F %h' one/pipe)\"",
+            ),
+        ),
+    ));
+    assert!(
+        home.log("stdout.log").contains("made fifo 2"),
+        "the agent did not make its entries: {}\n{}",
+        home.log("stdout.log"),
+        stderr(&output)
+    );
+    for d in ["one", "two"] {
+        for n in 1..=5 {
+            let file = workspace.path().join(format!("{d}/file{n}.txt"));
+            assert_eq!(
+                std::fs::read_to_string(&file).unwrap_or_default(),
+                format!("{d}{n}\n"),
+                "{} did not come back: {}",
+                file.display(),
+                home.result()
+            );
+        }
+        for link in ["link", "link-again"] {
+            assert_eq!(
+                std::fs::read_link(workspace.path().join(d).join(link)).unwrap(),
+                Path::new("/etc/passwd")
+            );
+        }
+    }
+    // The plugin was told (its warnings are in the run's events).
+    let events = home.log("events.ndjson");
+    for entry in ["one/pipe", "two/pipe-again"] {
+        assert!(
+            events.contains(&format!("not copied back: {entry}")),
+            "{entry} not reported: {events}"
+        );
+    }
+    let result = home.result();
+    let mut left_out: Vec<String> = result["leftOut"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no leftOut in result.json: {result:#}"))
+        .iter()
+        .map(|l| {
+            assert!(l["reason"].as_str().is_some_and(|r| !r.is_empty()), "{l}");
+            l["path"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    left_out.sort();
+    assert_eq!(
+        left_out,
+        ["one/pipe", "one/pipe-again", "two/pipe", "two/pipe-again"],
+        "{result:#}"
+    );
+    assert_eq!(result["status"], "error", "{result:#}");
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(namespace.run_objects(Some(&run_id(&home))).is_empty());
+}

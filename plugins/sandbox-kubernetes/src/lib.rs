@@ -8,7 +8,10 @@
 //! operator's scope of clusters, namespaces and images) is the host's, so a plugin
 //! cannot weaken it. A pod has no view of the host's folders: the workspace is copied
 //! in before the sandbox is handed out and copied back (through the host's hostile
-//! archive check) when it is destroyed.
+//! archive check) when it is destroyed. The copy back is bounded in time by the host
+//! and leaves out (and the host records) what it refuses; deleting the pod comes after
+//! it whatever it did, and runs nothing in the pod, so an agent that broke its pod
+//! cannot keep it, its Secret or its ConfigMap.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -296,8 +299,9 @@ impl GuestSandbox for PodSandbox {
         self.pod.stats()
     }
 
-    /// Copies the workspace back, then deletes the pod, which runs even when the copy
-    /// failed; the copy's failure is what is returned. Idempotent.
+    /// Copies the workspace back, then deletes the pod's objects, which runs even when
+    /// the copy failed or was cut (a pod that does not answer); the copy's failure is
+    /// what is returned. Both are bounded by the host. Idempotent.
     fn destroy(&self) -> Result<(), Error> {
         let copied = match &self.copy_back_to {
             Some(host_dir) if !self.copied_back.get() && !self.deleted.get() => {

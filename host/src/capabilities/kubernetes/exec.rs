@@ -6,6 +6,10 @@
 //! `exec`). `pods/exec` has no call to stop a command, and closing the stream does not
 //! end it, so a timeout or a kill runs a second exec that freezes the command's whole
 //! tree (found through `/proc` inside the pod) and kills it.
+//!
+//! What the host runs in the pod for itself ([`run`]: the kill, the usage reading) has
+//! a time bound of its own: by then the agent may have replaced `/bin/sh` with
+//! something that never answers.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -31,6 +35,9 @@ const BUFFERED_CHUNKS: usize = 16;
 const DRAIN_AFTER_KILL: Duration = Duration::from_secs(5);
 /// How long the exec that kills a command may take.
 const KILL_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long starting a command may take once its exec is attached (passing the
+/// environment on its stdin).
+const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Reads the environment from stdin up to the marker line (`$0`), enters `$1`, prints
 /// its pid and becomes the command (`$2...`). `read` takes one line at a time from a
@@ -148,9 +155,14 @@ pub async fn start(target: &Target, request: ExecRequest, id: String) -> Result<
     let mut input = attached
         .stdin()
         .ok_or_else(|| Error::Failed("the exec has no stdin".into()))?;
-    input
-        .write_all(&env)
+    tokio::time::timeout(START_TIMEOUT, input.write_all(&env))
         .await
+        .map_err(|_| {
+            Error::TimedOut(format!(
+                "passing the environment: the pod took no input for {}s",
+                START_TIMEOUT.as_secs()
+            ))
+        })?
         .map_err(|e| Error::Failed(format!("passing the environment: {e}")))?;
     let killer = Arc::new(TreeKiller {
         target: target.clone(),
@@ -340,10 +352,7 @@ async fn kill_tree(target: &Target, pid: u32) -> Result<(), Error> {
     ]
     .map(String::from)
     .to_vec();
-    tokio::time::timeout(KILL_TIMEOUT, run(target, argv, None))
-        .await
-        .map_err(|_| Error::TimedOut("killing a command in the pod".into()))?
-        .map(|_| ())
+    run(target, argv, None, KILL_TIMEOUT).await.map(|_| ())
 }
 
 /// What a command the host runs for itself printed, and how it ended.
@@ -354,8 +363,27 @@ pub struct Captured {
 }
 
 /// Runs `argv` in the pod for the host itself (no preamble), with `stdin` written
-/// then closed, and collects its output.
+/// then closed, and collects its output; `TimedOut` past `within` (the exec is dropped
+/// then; what it started ends with the pod).
 pub async fn run(
+    target: &Target,
+    argv: Vec<String>,
+    stdin: Option<Vec<u8>>,
+    within: Duration,
+) -> Result<Captured, Error> {
+    let what = argv.get(3).cloned().unwrap_or_default();
+    tokio::time::timeout(within, run_unbounded(target, argv, stdin))
+        .await
+        .map_err(|_| {
+            Error::TimedOut(format!(
+                "the host's own command in the pod ({what}) did not end within {}s: the \
+                 pod does not answer",
+                within.as_secs()
+            ))
+        })?
+}
+
+async fn run_unbounded(
     target: &Target,
     argv: Vec<String>,
     stdin: Option<Vec<u8>>,

@@ -5,7 +5,10 @@
 //! Both go by labels: a run's objects carry `io.agentgate.run-id` and
 //! `io.agentgate.home`, and every listing and deletion selects on this home's value,
 //! so a cluster shared by several homes (or machines) never loses another home's run
-//! here. Which runs are dead is `gc`'s decision (its registry), not this module's.
+//! here. Which runs are dead is `gc`'s decision (its registry), not this module's:
+//! a live run's objects are listed and reaped too, which is how the engine removes
+//! them through a fresh instance of the provider when the run's own `destroy` failed.
+//! Reaping never reaches into a pod ([`pod::delete_labelled`]).
 
 use std::collections::BTreeMap;
 
@@ -139,7 +142,7 @@ pub async fn list(
 /// Deletes every object of `id`'s run made by this home.
 pub async fn reap(cluster: &Cluster, id: &LeftoverId, home: &str) -> Result<(), Error> {
     let selector = format!("{LABEL_RUN_ID}={},{LABEL_HOME}={home}", id.run_id);
-    pod::delete_labelled(cluster, &id.namespace, &selector).await
+    pod::delete_labelled(cluster, &id.namespace, &selector, pod::DELETE_AT_LEISURE).await
 }
 
 #[cfg(test)]

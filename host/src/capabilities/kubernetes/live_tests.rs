@@ -330,3 +330,223 @@ async fn a_pod_that_cannot_start_is_reported_and_leaves_nothing() {
         .unwrap();
     assert!(left.items.is_empty());
 }
+
+/// Every object of the run `run_id` left in `default`, as `kind/name`.
+async fn run_objects(place: &Placement, run_id: &str) -> Vec<String> {
+    let client = place.cluster.client.clone();
+    let list = kube::api::ListParams::default().labels(&format!("io.agentgate.run-id={run_id}"));
+    let mut left = Vec::new();
+    let pods: Api<K8sPod> = Api::namespaced(client.clone(), "default");
+    for pod in pods.list(&list).await.unwrap().items {
+        left.push(format!("pod/{}", pod.metadata.name.unwrap_or_default()));
+    }
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    for secret in secrets.list(&list).await.unwrap().items {
+        left.push(format!(
+            "secret/{}",
+            secret.metadata.name.unwrap_or_default()
+        ));
+    }
+    let owners: Api<ConfigMap> = Api::namespaced(client, "default");
+    for owner in owners.list(&list).await.unwrap().items {
+        left.push(format!(
+            "configmap/{}",
+            owner.metadata.name.unwrap_or_default()
+        ));
+    }
+    left
+}
+
+fn run_context(run_id: &str) -> Arc<crate::capabilities::RunContext> {
+    crate::capabilities::RunContext::new(
+        run_id.to_owned(),
+        Arc::new(EventSink::discard()),
+        Default::default(),
+    )
+}
+
+/// A root pod whose agent replaced `/bin/sh` (which every command the host runs in the
+/// pod starts with) by `sleep`: the usage reading and the copy back end within their
+/// bounds, the copy back says it was cut and records it, and the run's objects are
+/// deleted by the host without the plugin and without entering the pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_pod_whose_shell_never_answers_cannot_hold_the_host_or_keep_its_objects() {
+    let Some((kubeconfig, image)) = cluster_under_test() else {
+        return;
+    };
+    let marks = marks();
+    let place = place(&kubeconfig, &marks).await;
+    let events = Arc::new(EventSink::discard());
+    let mut root = request(&image);
+    root.run_as_user = Some(0);
+    pod::create(&place, &marks, &root, 0, &events, "test")
+        .await
+        .unwrap();
+    let run = run_context(&marks.run_id);
+    run.state::<super::KubernetesRun>()
+        .unwrap()
+        .pods
+        .lock()
+        .unwrap()
+        .insert(place.id(), (place.clone(), marks.home.clone()));
+    let target = Target {
+        api: place.pods(),
+        name: place.names.base.clone(),
+        workdir: "/workspace".into(),
+    };
+    let attack = command(&[
+        "/bin/busybox",
+        "sh",
+        "-c",
+        "echo marker > /workspace/marker && mkfifo /workspace/fifo && rm /bin/sh && \
+         printf '#!/bin/busybox sh\\nexec /bin/busybox sleep 3600\\n' > /bin/sh && \
+         chmod 755 /bin/sh && id -u && echo replaced",
+    ]);
+    let (out, err, status) =
+        collect(exec::start(&target, attack, "e1".into()).await.unwrap()).await;
+    assert_eq!(out, "0\nreplaced\n", "the attack did not act: {err}");
+    assert_eq!(status.code, Some(0));
+
+    let started = std::time::Instant::now();
+    let usage = super::stats::read(&target, &super::stats::CpuClock::default(), false).await;
+    let stats_took = started.elapsed();
+    assert!(matches!(usage, Err(Error::TimedOut(_))), "{usage:?}");
+    assert!(stats_took < super::stats::LIMIT, "{stats_took:?}");
+
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("kept"), "the host's").unwrap();
+    let started = std::time::Instant::now();
+    let copied = super::copy::copy_out(
+        &target,
+        "/workspace",
+        workspace.path().to_path_buf(),
+        super::copy::bounds(None),
+    )
+    .await;
+    let copy_took = started.elapsed();
+    let answer = super::record_copy_back(&run, copied);
+    assert!(
+        matches!(&answer, Err(Error::TimedOut(m)) if m.contains("no byte moved")),
+        "{answer:?}"
+    );
+    assert!(
+        copy_took < super::copy::COPY_OUT.total + Duration::from_secs(3),
+        "{copy_took:?}"
+    );
+    let left_out = run.left_out();
+    assert!(
+        left_out
+            .iter()
+            .any(|l| l.path == "." && l.reason.contains("did not finish")),
+        "{left_out:?}"
+    );
+    // A cut copy removes nothing on the host.
+    assert_eq!(
+        std::fs::read(workspace.path().join("kept")).unwrap(),
+        b"the host's"
+    );
+
+    assert!(!run_objects(&place, &marks.run_id).await.is_empty());
+    let started = std::time::Instant::now();
+    let deleted = super::delete_left(&run).await.unwrap();
+    let delete_took = started.elapsed();
+    assert_eq!(deleted.names, [place.id()]);
+    let left = run_objects(&place, &marks.run_id).await;
+    assert!(left.is_empty(), "left on the cluster: {left:?}");
+    assert!(
+        delete_took < pod::DELETE_IN_DESTROY,
+        "deleting took {delete_took:?}"
+    );
+    eprintln!(
+        "hostile root pod: stats failed after {stats_took:?}, the copy back was cut after \
+         {copy_took:?}, the objects were gone {delete_took:?} after their deletion began"
+    );
+}
+
+/// A copy back meets refused entries (fifos, hard links to them) early and ordinary
+/// files after them: every ordinary file comes back, `ln link hard` comes back as the
+/// same link, and each refused entry is recorded on the run with its reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_back_goes_on_past_the_entries_it_refuses_and_records_them() {
+    let Some((kubeconfig, image)) = cluster_under_test() else {
+        return;
+    };
+    let marks = marks();
+    let place = place(&kubeconfig, &marks).await;
+    let events = Arc::new(EventSink::discard());
+    pod::create(
+        &place,
+        &marks,
+        &request(&image),
+        DEFAULT_UID,
+        &events,
+        "test",
+    )
+    .await
+    .unwrap();
+    let target = Target {
+        api: place.pods(),
+        name: place.names.base.clone(),
+        workdir: "/workspace".into(),
+    };
+    // Two folders, each with refused entries and files: whichever tar reads first,
+    // the other's files come after its refused entries.
+    let make = command(&[
+        "/bin/sh",
+        "-c",
+        "cd /workspace && for d in one two; do mkdir $d && mkfifo $d/pipe && \
+         ln $d/pipe $d/pipe-again && ln -s /etc/passwd $d/link && ln $d/link $d/link-again && \
+         for n in 1 2 3 4 5; do echo $d$n > $d/file$n.txt; done; done && \
+         stat -c '%F %h' one/pipe one/link",
+    ]);
+    let (out, err, status) = collect(exec::start(&target, make, "e1".into()).await.unwrap()).await;
+    assert_eq!(status.code, Some(0), "{err}");
+    // A fifo and a link, each with a second name: tar writes the second as a hard link.
+    assert_eq!(
+        out, "fifo 2\nsymbolic link 2\n",
+        "the pod's tree is not what the test needs"
+    );
+
+    let run = run_context(&marks.run_id);
+    let workspace = tempfile::tempdir().unwrap();
+    let copied = super::copy::copy_out(
+        &target,
+        "/workspace",
+        workspace.path().to_path_buf(),
+        super::copy::bounds(None),
+    )
+    .await;
+    let transfer = super::record_copy_back(&run, copied).unwrap();
+    for d in ["one", "two"] {
+        for n in 1..=5 {
+            let file = workspace.path().join(format!("{d}/file{n}.txt"));
+            assert_eq!(
+                std::fs::read_to_string(&file).unwrap_or_default(),
+                format!("{d}{n}\n"),
+                "{} did not come back; left out: {:?}",
+                file.display(),
+                transfer.skipped
+            );
+        }
+        for link in ["link", "link-again"] {
+            assert_eq!(
+                std::fs::read_link(workspace.path().join(d).join(link)).unwrap(),
+                std::path::Path::new("/etc/passwd")
+            );
+        }
+    }
+    let mut left: Vec<String> = run.left_out().into_iter().map(|l| l.path).collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["one/pipe", "one/pipe-again", "two/pipe", "two/pipe-again"],
+        "{:?}",
+        run.left_out()
+    );
+    assert!(run.left_out().iter().all(|l| !l.reason.is_empty()));
+    assert_eq!(transfer.skipped.len(), 4, "{:?}", transfer.skipped);
+    pod::delete(&place, &marks.home, pod::DELETE_IN_DESTROY)
+        .await
+        .unwrap();
+    assert!(run_objects(&place, &marks.run_id).await.is_empty());
+}

@@ -9,6 +9,14 @@
 //! files ([`copy`], over [`transfer`]), reads usage ([`stats`]) and lists and reaps
 //! what dead runs of this home left ([`leftovers`], by this home's label, see
 //! [`crate::capabilities::labels`]).
+//!
+//! What the host runs in a pod for itself (copies, the usage reading, a kill) is
+//! bounded in time, and deleting a run's objects never runs anything in the pod: an
+//! agent that breaks its pod (a root pod's `/bin/sh` replaced) cannot keep the pod or
+//! its Secret alive. What a copy back leaves out is recorded on the run
+//! ([`crate::capabilities::RunContext::record_left_out`]) whatever the plugin reports.
+//! The run keeps the pods it made ([`KubernetesRun`]) until they are deleted, and
+//! [`delete_left`] deletes them without the plugin.
 
 mod client;
 mod copy;
@@ -23,7 +31,7 @@ mod stats;
 pub mod transfer;
 pub mod unit;
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -52,10 +60,11 @@ pub struct Pod {
 }
 
 /// What the capability keeps for one run: the operator's section, and the pods it
-/// made (the run's record names them).
+/// made and has not deleted yet, by id (the run's record names them), with what
+/// deleting them needs.
 pub struct KubernetesRun {
     grant: KubernetesGrant,
-    pods: Mutex<BTreeSet<String>>,
+    pods: Mutex<BTreeMap<String, (Placement, String)>>,
 }
 
 impl KubernetesRun {
@@ -185,7 +194,7 @@ impl PluginState {
         };
         pod::create(&place, &marks, &request, uid, &self.run.events, &plugin).await?;
         if let Some(run) = self.run.state::<KubernetesRun>() {
-            run.pods.lock().unwrap().insert(place.id());
+            (run.pods.lock().unwrap()).insert(place.id(), (place.clone(), home.clone()));
         }
         Ok(Pod {
             target: exec::Target {
@@ -305,7 +314,10 @@ impl HostPod for PluginState {
         let workspace = self.workspace();
         let result = async {
             let host = copy::workspace_only("host-dir", &host_dir, workspace.as_deref())?;
-            copy::copy_in(&pod.target, host, &pod_dir, copy::bounds(pod.disk_bytes)).await
+            copy::copy_in(&pod.target, host, &pod_dir, copy::bounds(pod.disk_bytes))
+                .await
+                .map(copy::as_transfer)
+                .map_err(|failed| failed.error)
         };
         Ok(result.await)
     }
@@ -323,7 +335,7 @@ impl HostPod for PluginState {
             let host = copy::workspace_only("host-dir", &host_dir, workspace.as_deref())?;
             copy::copy_out(&pod.target, &pod_dir, host, copy::bounds(pod.disk_bytes)).await
         };
-        Ok(result.await)
+        Ok(record_copy_back(&self.run, result.await))
     }
 
     async fn stats(
@@ -332,7 +344,7 @@ impl HostPod for PluginState {
     ) -> wasmtime::Result<Result<ResourceUsage, Error>> {
         self.run.ensure_active()?;
         let pod = self.table.get(&this)?.clone();
-        let result = async {
+        let reading = async {
             let status = pod::status(&pod.place).await?;
             let oom = status.reason.as_deref() == Some("OOMKilled");
             match stats::read(&pod.target, &pod.cpu, oom).await {
@@ -349,7 +361,16 @@ impl HostPod for PluginState {
                 Err(e) => Err(e),
             }
         };
-        Ok(result.await)
+        let result = tokio::time::timeout(stats::LIMIT, reading)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::TimedOut(format!(
+                    "reading pod {}'s usage took more than {}s",
+                    pod.place.id(),
+                    stats::LIMIT.as_secs()
+                )))
+            });
+        Ok(result)
     }
 
     async fn status(&mut self, this: Resource<Pod>) -> wasmtime::Result<Result<PodStatus, Error>> {
@@ -361,7 +382,7 @@ impl HostPod for PluginState {
     async fn delete(&mut self, this: Resource<Pod>) -> wasmtime::Result<Result<(), Error>> {
         self.run.ensure_active()?;
         let pod = self.table.get(&this)?.clone();
-        let result = pod::delete(&pod.place, &pod.home).await;
+        let result = pod::delete(&pod.place, &pod.home, pod::DELETE_IN_DESTROY).await;
         if result.is_ok() {
             if let Some(run) = self.run.state::<KubernetesRun>() {
                 run.pods.lock().unwrap().remove(&pod.place.id());
@@ -373,5 +394,165 @@ impl HostPod for PluginState {
     async fn drop(&mut self, this: Resource<Pod>) -> wasmtime::Result<()> {
         self.table.delete(this)?;
         Ok(())
+    }
+}
+
+/// Records on `run` what a copy back left out: each entry refused, and the whole copy
+/// (`.`) when it did not finish. Returns the plugin's answer.
+fn record_copy_back(
+    run: &crate::capabilities::RunContext,
+    result: Result<transfer::Moved, copy::CopyFailed>,
+) -> Result<Transfer, Error> {
+    let moved = match &result {
+        Ok(moved) => moved,
+        Err(failed) => &failed.moved,
+    };
+    for skipped in &moved.skipped {
+        run.record_left_out(&skipped.path, &skipped.reason);
+    }
+    match result {
+        Ok(moved) => Ok(copy::as_transfer(moved)),
+        Err(failed) => {
+            run.record_left_out(
+                ".",
+                format!(
+                    "the copy back from the pod did not finish, so what it had not reached \
+                     was not brought back: {}",
+                    pod::describe(&failed.error)
+                ),
+            );
+            Err(failed.error)
+        }
+    }
+}
+
+/// Deletes every pod `run` made and has not deleted yet, with its Secret, ConfigMap
+/// and NetworkPolicy, without the plugin (which may have trapped) and without
+/// reaching into the pods; within [`pod::DELETE_AT_LEISURE`] each. Says which pods it
+/// deleted (`pods`); the error names those left. For the engine when a provider's
+/// `destroy` failed (`HostCapability::delete_left`); `gc` finds the same objects
+/// through the provider's `list-leftovers`.
+pub async fn delete_left(
+    run: &crate::capabilities::RunContext,
+) -> Result<crate::capabilities::Reclaimed, String> {
+    let mut deleted = crate::capabilities::Reclaimed {
+        kind: "pods",
+        names: Vec::new(),
+    };
+    let Some(state) = run.state::<KubernetesRun>() else {
+        return Ok(deleted);
+    };
+    let pods: Vec<(String, (Placement, String))> = state
+        .pods
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(id, held)| (id.clone(), held.clone()))
+        .collect();
+    let mut failed = Vec::new();
+    for (id, (place, home)) in pods {
+        match pod::delete(&place, &home, pod::DELETE_AT_LEISURE).await {
+            Ok(()) => {
+                state.pods.lock().unwrap().remove(&id);
+                deleted.names.push(id);
+            }
+            Err(e) => failed.push(format!("pod {id}: {}", pod::describe(&e))),
+        }
+    }
+    if failed.is_empty() {
+        Ok(deleted)
+    } else {
+        Err(failed.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capabilities::RunContext;
+    use crate::record::{EventSink, LeftOutFile};
+
+    fn run() -> Arc<RunContext> {
+        RunContext::new(
+            "r".into(),
+            Arc::new(EventSink::discard()),
+            Default::default(),
+        )
+    }
+
+    #[test]
+    fn deleting_what_a_run_holds_is_a_future_the_engine_can_box() {
+        fn boxable<'a>(
+            f: impl std::future::Future<Output = Result<crate::capabilities::Reclaimed, String>>
+                + Send
+                + 'a,
+        ) -> futures_util::future::BoxFuture<'a, Result<crate::capabilities::Reclaimed, String>>
+        {
+            Box::pin(f)
+        }
+        let run = run();
+        let nothing = futures_util::FutureExt::now_or_never(boxable(delete_left(&run)));
+        assert!(matches!(nothing, Some(Ok(r)) if r.kind == "pods" && r.names.is_empty()));
+    }
+
+    fn skipped(path: &str, reason: &str) -> transfer::Skipped {
+        transfer::Skipped {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+
+    #[test]
+    fn what_a_copy_back_left_out_is_recorded_on_the_run_whatever_the_plugin_says() {
+        let run = run();
+        let moved = transfer::Moved {
+            files: 3,
+            bytes: 10,
+            skipped: vec![
+                skipped("one/pipe", "a fifo, left out"),
+                skipped("one/hard", "a hard link to `one/pipe`, which is not a file"),
+            ],
+        };
+        let transfer = record_copy_back(&run, Ok(moved)).unwrap();
+        assert_eq!(
+            transfer.skipped,
+            [
+                "one/pipe: a fifo, left out",
+                "one/hard: a hard link to `one/pipe`, which is not a file"
+            ]
+        );
+        assert_eq!(
+            run.left_out(),
+            [
+                LeftOutFile {
+                    path: "one/pipe".into(),
+                    reason: "a fifo, left out".into()
+                },
+                LeftOutFile {
+                    path: "one/hard".into(),
+                    reason: "a hard link to `one/pipe`, which is not a file".into()
+                }
+            ]
+        );
+
+        // A copy cut short: what it left out before, and the whole copy.
+        let run = super::tests::run();
+        let failed = copy::CopyFailed {
+            error: Error::TimedOut("the copy was cut: no byte moved for 10s".into()),
+            moved: transfer::Moved {
+                skipped: vec![skipped("p", "a fifo, left out")],
+                ..Default::default()
+            },
+        };
+        let error = record_copy_back(&run, Err(failed)).unwrap_err();
+        assert!(matches!(error, Error::TimedOut(_)), "{error:?}");
+        let left = run.left_out();
+        assert_eq!(left.len(), 2, "{left:?}");
+        assert_eq!(left[0].path, "p");
+        assert_eq!(left[1].path, ".");
+        assert!(
+            left[1].reason.contains("did not finish") && left[1].reason.contains("no byte moved"),
+            "{left:?}"
+        );
     }
 }

@@ -5,7 +5,8 @@
 //! Order matters: the NetworkPolicy exists before the pod, so `network: none` holds
 //! from the pod's first instant; everything is owned by the ConfigMap made first, so
 //! whatever step fails, deleting it (and the labelled objects directly, without
-//! waiting for the garbage collector) leaves nothing.
+//! waiting for the garbage collector) leaves nothing. Deleting is bounded in time and
+//! never runs anything in the pod (see [`delete_labelled`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,8 +28,6 @@ use crate::runtime::bindings::types::{Error, NetworkMode};
 const START_TIMEOUT: Duration = Duration::from_secs(180);
 /// How often the pod's state is read while waiting.
 const POLL: Duration = Duration::from_millis(500);
-/// How long deleting may wait for the pod to be gone.
-const GONE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Reasons a container waits for that do not pass by themselves.
 const CANNOT_START: &[&str] = &[
@@ -74,7 +73,7 @@ pub async fn create(
     let labels = objects::labels(marks, &place.names, &request.labels)?;
     let made = make(place, marks, request, uid, &labels, events, plugin).await;
     if let Err(e) = made {
-        if let Err(cleanup) = delete(place, &marks.home).await {
+        if let Err(cleanup) = delete(place, &marks.home, DELETE_AT_LEISURE).await {
             return Err(Error::Failed(format!(
                 "{}; deleting what was created also failed: {}",
                 describe(&e),
@@ -86,7 +85,8 @@ pub async fn create(
     Ok(())
 }
 
-fn describe(error: &Error) -> String {
+/// An error's text, for a message that reports more than one.
+pub fn describe(error: &Error) -> String {
     match error {
         Error::InvalidSpec(f) => format!("{}: {}", f.path, f.message),
         Error::Unavailable(m) | Error::Denied(m) | Error::Failed(m) | Error::TimedOut(m) => {
@@ -319,9 +319,17 @@ pub fn status_of(pod: &K8sPod) -> PodStatus {
     }
 }
 
+/// How long deleting a pod's objects may take inside the plugin's `destroy`: the
+/// engine gives `destroy` 30 s, of which the copy back takes up to 15 s and 2 s more
+/// to stop ([`super::copy::COPY_OUT`]).
+pub const DELETE_IN_DESTROY: Duration = Duration::from_secs(10);
+/// How long deleting may take for `reap` (gc gives one provider call 60 s) and after
+/// a failed creation.
+pub const DELETE_AT_LEISURE: Duration = Duration::from_secs(45);
+
 /// Deletes every object of `place`'s set made by this home (`home`), and waits until
-/// the pod is gone. Nothing left is success.
-pub async fn delete(place: &Placement, home: &str) -> Result<(), Error> {
+/// none is left, within `within`. Nothing left is success.
+pub async fn delete(place: &Placement, home: &str, within: Duration) -> Result<(), Error> {
     let selector = format!(
         "{}={},{}={}",
         objects::LABEL_SET,
@@ -329,17 +337,25 @@ pub async fn delete(place: &Placement, home: &str) -> Result<(), Error> {
         crate::capabilities::labels::LABEL_HOME,
         home
     );
-    delete_labelled(&place.cluster, &place.namespace, &selector).await
+    delete_labelled(&place.cluster, &place.namespace, &selector, within).await
 }
 
-/// Deletes every object matching `selector` in `namespace`: the pods first (at once,
-/// no grace), the rest directly rather than through the garbage collector, the owner
-/// last; then waits until no pod is left.
+/// Deletes every object matching `selector` in `namespace`, directly rather than
+/// through the garbage collector, and waits until none is left, all within `within`.
+/// Nothing here reaches into a pod: a pod whose agent broke it goes like any other.
+///
+/// The Secret (the run's environment) goes first, then the pods (at once, no grace),
+/// then the NetworkPolicies, each tried whatever the one before did; the owner last,
+/// so `gc` still finds the run by it while anything of it is left. When a deletion
+/// failed, the owner is deleted in the foreground: the cluster's garbage collector then
+/// deletes what it owns, and the owner stays listed until they are gone.
 pub async fn delete_labelled(
     cluster: &Cluster,
     namespace: &str,
     selector: &str,
+    within: Duration,
 ) -> Result<(), Error> {
+    let deadline = Instant::now() + within;
     let client = &cluster.client;
     let now = DeleteParams {
         grace_period_seconds: Some(0),
@@ -347,58 +363,134 @@ pub async fn delete_labelled(
         ..Default::default()
     };
     let list = ListParams::default().labels(selector);
-    let pods: Api<K8sPod> = Api::namespaced(client.clone(), namespace);
-    gone(
-        client::call("deleting the pods", pods.delete_collection(&now, &list)).await?,
-        "deleting the pods",
-    )?;
-    let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), namespace);
-    gone(
-        client::call(
-            "deleting the NetworkPolicies",
-            policies.delete_collection(&now, &list),
-        )
-        .await?,
-        "deleting the NetworkPolicies",
-    )?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    gone(
-        client::call(
-            "deleting the Secrets",
-            secrets.delete_collection(&now, &list),
-        )
-        .await?,
-        "deleting the Secrets",
-    )?;
+    let pods: Api<K8sPod> = Api::namespaced(client.clone(), namespace);
+    let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), namespace);
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    gone(
-        client::call(
-            "deleting the owner ConfigMaps",
-            configmaps.delete_collection(&now, &list),
+    let mut failed = Vec::new();
+    for result in [
+        delete_all(&secrets, "deleting the Secrets", &now, &list, deadline).await,
+        delete_all(&pods, "deleting the pods", &now, &list, deadline).await,
+        delete_all(
+            &policies,
+            "deleting the NetworkPolicies",
+            &now,
+            &list,
+            deadline,
         )
-        .await?,
-        "deleting the owner ConfigMaps",
-    )?;
-    let deadline = Instant::now() + GONE_TIMEOUT;
-    loop {
-        let left = client::checked("listing the pods left", pods.list(&list)).await?;
-        if left.items.is_empty() {
-            return Ok(());
+        .await,
+    ] {
+        if let Err(e) = result {
+            failed.push(describe(&e));
         }
-        if Instant::now() >= deadline {
-            let names: Vec<_> = left
-                .items
-                .iter()
-                .filter_map(|p| p.metadata.name.clone())
-                .collect();
+    }
+    let owner = if failed.is_empty() {
+        now.clone()
+    } else {
+        DeleteParams {
+            propagation_policy: Some(kube::api::PropagationPolicy::Foreground),
+            ..now.clone()
+        }
+    };
+    if let Err(e) = delete_all(
+        &configmaps,
+        "deleting the owner ConfigMaps",
+        &owner,
+        &list,
+        deadline,
+    )
+    .await
+    {
+        failed.push(describe(&e));
+    }
+    if !failed.is_empty() {
+        return Err(Error::Failed(format!(
+            "deleting the objects labelled {selector} in namespace {namespace}: {}",
+            failed.join("; ")
+        )));
+    }
+    let mut left = Vec::new();
+    loop {
+        let listed = async {
+            let mut found = names("pod", &pods, &list, deadline).await?;
+            found.extend(names("secret", &secrets, &list, deadline).await?);
+            found.extend(names("networkpolicy", &policies, &list, deadline).await?);
+            found.extend(names("configmap", &configmaps, &list, deadline).await?);
+            Ok::<_, Error>(found)
+        };
+        match listed.await {
+            Ok(found) if found.is_empty() => return Ok(()),
+            Ok(found) => left = found,
+            Err(Error::TimedOut(_)) => {}
+            Err(e) => return Err(e),
+        }
+        if Instant::now() + POLL >= deadline {
             return Err(Error::TimedOut(format!(
-                "pods {} in namespace {namespace} were still there {}s after their deletion",
-                names.join(", "),
-                GONE_TIMEOUT.as_secs()
+                "{} in namespace {namespace} {} still there {}s after their deletion",
+                if left.is_empty() {
+                    "the objects (which could not be listed)".to_owned()
+                } else {
+                    left.join(", ")
+                },
+                if left.len() == 1 { "was" } else { "were" },
+                within.as_secs()
             )));
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// One API call, within [`client::CALL_TIMEOUT`] and before `deadline`.
+async fn before<T>(
+    deadline: Instant,
+    what: &str,
+    future: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<Result<T, kube::Error>, Error> {
+    tokio::time::timeout_at(deadline, client::call(what, future))
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::TimedOut(format!(
+                "{what}: no answer before the deletion's bound"
+            )))
+        })
+}
+
+/// Deletes every object of `api`'s kind that `list` selects.
+async fn delete_all<K>(
+    api: &Api<K>,
+    what: &str,
+    params: &DeleteParams,
+    list: &ListParams,
+    deadline: Instant,
+) -> Result<(), Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    gone(
+        before(deadline, what, api.delete_collection(params, list)).await?,
+        what,
+    )
+}
+
+/// The objects of `api`'s kind that `list` selects, as `kind/name`.
+async fn names<K>(
+    kind: &str,
+    api: &Api<K>,
+    list: &ListParams,
+    deadline: Instant,
+) -> Result<Vec<String>, Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let what = format!("listing the {kind}s left");
+    let found = before(deadline, &what, api.list(list))
+        .await?
+        .map_err(|e| client::failed(&what, e))?;
+    Ok(found
+        .items
+        .iter()
+        .map(|o| format!("{kind}/{}", o.meta().name.as_deref().unwrap_or("?")))
+        .collect())
 }
 
 /// A deletion's answer: a 404 (nothing there) is what was wanted.

@@ -3,9 +3,14 @@
 //! there (v1: `memory.usage_in_bytes`, `max_usage_in_bytes`, `memory.oom_control`,
 //! `cpuacct.usage`; v2: `memory.current`, `memory.peak`, `memory.events`,
 //! `cpu.stat`). The container's `OOMKilled` status counts too.
+//!
+//! A reading is bounded ([`READ_TIMEOUT`], and [`LIMIT`] with the pod's status): the
+//! engine drops a `stats` call of the plugin after 10 s, which leaves the plugin's
+//! instance unusable for the `destroy` that follows, so a pod whose `/bin/sh` never
+//! answers must fail the reading well before.
 
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::exec::{self, Target};
 use crate::runtime::bindings::types::{Error, ResourceUsage};
@@ -28,6 +33,11 @@ else
   done
   echo "pids $(v $c/pids/pids.current)"
 fi"#;
+
+/// How long the exec that reads the cgroup may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a whole `stats` call (the pod's status, then the reading) may take.
+pub const LIMIT: Duration = Duration::from_secs(8);
 
 /// What one reading found.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -90,8 +100,10 @@ pub async fn read(
     clock: &CpuClock,
     oom_killed_status: bool,
 ) -> Result<ResourceUsage, Error> {
-    let argv = ["/bin/sh", "-c", READ_CGROUP].map(String::from).to_vec();
-    let out = exec::run(target, argv, None).await?;
+    let argv = ["/bin/sh", "-c", READ_CGROUP, "agentgate-stats"]
+        .map(String::from)
+        .to_vec();
+    let out = exec::run(target, argv, None, READ_TIMEOUT).await?;
     if out.code != Some(0) {
         return Err(Error::Failed(format!(
             "reading the pod's cgroup failed (exit {:?}): {}",

@@ -66,7 +66,7 @@ impl HostCapability for Kubernetes {
     }
     fn host_object(&self, run: &RunContext, id: &str) -> Option<&'static str> {
         let run = run.state::<KubernetesRun>()?;
-        run.pods.lock().unwrap().contains(id).then_some("pod")
+        run.pods.lock().unwrap().contains_key(id).then_some("pod")
     }
 }
 
