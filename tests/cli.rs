@@ -1233,10 +1233,14 @@ fn a_credential_written_in_the_task_spec_is_masked_everywhere_and_validate_says_
 
     let output = home.agentgate(&["run", path.to_str().unwrap()]);
     assert!(output.status.success(), "{}", stderr(&output));
-    assert!(stderr(&output).contains("warning: spec.execution.sandbox.environment.ANTHROPIC_API_KEY"));
+    assert!(
+        stderr(&output).contains("warning: spec.execution.sandbox.environment.ANTHROPIC_API_KEY")
+    );
     // The agent had the key (the file it wrote holds it)...
     assert_eq!(
-        std::fs::read_to_string(workspace.path().join("leaked.txt")).unwrap().trim(),
+        std::fs::read_to_string(workspace.path().join("leaked.txt"))
+            .unwrap()
+            .trim(),
         key
     );
     // ...and nothing agentgate recorded or printed does.
@@ -1286,7 +1290,11 @@ fn report_neither_hangs_on_a_fifo_nor_writes_through_a_planted_link() {
     std::fs::write(&victim, "precious").unwrap();
     let fifo = folder.join("changes.patch");
     let _ = std::fs::remove_file(&fifo);
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     std::os::unix::fs::symlink(&victim, folder.join("report.html")).unwrap();
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_agentgate"))
@@ -1306,6 +1314,9 @@ fn report_neither_hangs_on_a_fifo_nor_writes_through_a_planted_link() {
     assert!(report.status.success(), "{}", stderr(&report));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     let page = folder.join("report.html");
-    assert!(std::fs::symlink_metadata(&page).unwrap().file_type().is_file());
+    assert!(std::fs::symlink_metadata(&page)
+        .unwrap()
+        .file_type()
+        .is_file());
     assert!(std::fs::read_to_string(&page).unwrap().contains("planted"));
 }

@@ -228,7 +228,9 @@ impl RecordedRun {
             .opened()
             .and_then(|opened| opened.read("taskspec.json", MAX_RECORD_BYTES))
             .ok()?;
-        (!cut).then(|| serde_json::from_slice(&bytes).ok()).flatten()
+        (!cut)
+            .then(|| serde_json::from_slice(&bytes).ok())
+            .flatten()
     }
 
     /// The events of `events.ndjson` in order; a line that is not a JSON object is

@@ -281,7 +281,8 @@ impl OpenedRunFolder {
                 .map_err(std::io::Error::from)
         });
         if written.is_err() {
-            let _ = rustix::fs::unlinkat(&self.dir, temporary.as_str(), rustix::fs::AtFlags::empty());
+            let _ =
+                rustix::fs::unlinkat(&self.dir, temporary.as_str(), rustix::fs::AtFlags::empty());
         }
         written
     }
@@ -377,7 +378,10 @@ mod tests {
         std::os::unix::fs::symlink(&outside, folder.join("report.html")).unwrap();
 
         let opened = OpenedRunFolder::open(&folder).unwrap();
-        assert_eq!(opened.read("result.json", 4).unwrap(), (b"0123".to_vec(), true));
+        assert_eq!(
+            opened.read("result.json", 4).unwrap(),
+            (b"0123".to_vec(), true)
+        );
         assert_eq!(opened.read("result.json", 99).unwrap().1, false);
         // A symlink is not followed, a FIFO neither blocks nor is read.
         assert!(opened.read("taskspec.json", 99).is_err());
@@ -388,7 +392,10 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "secret");
         let meta = std::fs::symlink_metadata(folder.join("report.html")).unwrap();
         assert!(meta.file_type().is_file());
-        assert_eq!(std::fs::read(folder.join("report.html")).unwrap(), b"<html>");
+        assert_eq!(
+            std::fs::read(folder.join("report.html")).unwrap(),
+            b"<html>"
+        );
         // The folder itself as a symlink is refused.
         let linked = home.path().join("linked");
         std::os::unix::fs::symlink(&folder, &linked).unwrap();

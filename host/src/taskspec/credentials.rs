@@ -117,7 +117,10 @@ spec:
             ]
         );
         let message = found[0].to_string();
-        assert!(message.contains("--secret-env ANTHROPIC_API_KEY"), "{message}");
+        assert!(
+            message.contains("--secret-env ANTHROPIC_API_KEY"),
+            "{message}"
+        );
         assert!(!message.contains("sk-ant-literal"), "{message}");
         assert!(literal_credentials("spec: {}", &credential).is_empty());
     }

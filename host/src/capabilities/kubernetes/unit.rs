@@ -68,6 +68,9 @@ impl HostCapability for Kubernetes {
         let run = run.state::<KubernetesRun>()?;
         run.pods.lock().unwrap().contains_key(id).then_some("pod")
     }
+    fn delete_left<'a>(&self, run: &'a RunContext) -> Option<crate::capabilities::DeleteLeft<'a>> {
+        Some(Box::pin(super::delete_left(run)))
+    }
 }
 
 /// The kubeconfig files of every `kubernetes:` section this process read. The guard
