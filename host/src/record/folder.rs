@@ -369,7 +369,7 @@ mod tests {
         std::os::unix::fs::symlink(&outside, folder.join("taskspec.json")).unwrap();
         rustix::fs::mknodat(
             rustix::fs::CWD,
-            &folder.join("changes.patch"),
+            folder.join("changes.patch"),
             FileType::Fifo,
             Mode::from_raw_mode(0o600),
             0,
@@ -382,7 +382,7 @@ mod tests {
             opened.read("result.json", 4).unwrap(),
             (b"0123".to_vec(), true)
         );
-        assert_eq!(opened.read("result.json", 99).unwrap().1, false);
+        assert!(!opened.read("result.json", 99).unwrap().1);
         // A symlink is not followed, a FIFO neither blocks nor is read.
         assert!(opened.read("taskspec.json", 99).is_err());
         let fifo = opened.read("changes.patch", 99).unwrap_err();
