@@ -22,7 +22,7 @@
 //!   stays TLS; what the records carry is encrypted and not checked.
 
 use super::allowlist::Target;
-use super::request::{host_names, printable};
+use super::request::{host_headers, host_names, printable};
 use super::sniff::Mismatch;
 
 /// Longest chunk-size or trailer line of a chunked body.
@@ -367,12 +367,7 @@ impl HttpRequests {
                 ),
             ));
         }
-        let hosts: Vec<_> = request
-            .headers
-            .iter()
-            .filter(|h| h.name.eq_ignore_ascii_case("host"))
-            .map(|h| String::from_utf8_lossy(h.value).into_owned())
-            .collect();
+        let hosts = host_headers(request.headers);
         match &hosts[..] {
             [host] if host_names(host, &self.target, 80) => {}
             _ => {

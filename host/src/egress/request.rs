@@ -208,6 +208,15 @@ fn check_host_header(headers: &[httparse::Header], target: &Target) -> Result<()
     Ok(())
 }
 
+/// The values of every `Host` header of a request: a request must have exactly one.
+pub fn host_headers(headers: &[httparse::Header<'_>]) -> Vec<String> {
+    headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("host"))
+        .map(|h| String::from_utf8_lossy(h.value).into_owned())
+        .collect()
+}
+
 /// Whether a `Host` value names `target` (`default_port` may be left out).
 pub fn host_names(value: &str, target: &Target, default_port: u16) -> bool {
     let value = value.trim();

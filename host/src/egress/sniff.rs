@@ -21,7 +21,7 @@ use rustls::server::Acceptor;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::allowlist::{Target, TargetHost};
-use super::request::{host_names, printable};
+use super::request::{host_headers, host_names, printable};
 
 /// What a tunnel's first bytes turned out to be, when they do not name the CONNECT host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,12 +215,7 @@ async fn check_http(
             detail: "the tunnel's first bytes are not an HTTP request".into(),
         });
     }
-    let hosts: Vec<_> = request
-        .headers
-        .iter()
-        .filter(|h| h.name.eq_ignore_ascii_case("host"))
-        .map(|h| String::from_utf8_lossy(h.value).into_owned())
-        .collect();
+    let hosts = host_headers(request.headers);
     match &hosts[..] {
         [host] if host_names(host, target, 80) => Ok(()),
         [host] => Err(Mismatch {

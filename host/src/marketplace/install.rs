@@ -205,15 +205,15 @@ impl Installer {
     pub async fn verify(&mut self, refresh: bool) -> (Vec<String>, bool) {
         let mut lines = Vec::new();
         let mut ok = true;
+        let scopes: std::collections::BTreeSet<String> = self
+            .lock
+            .plugins()
+            .iter()
+            .map(|p| p.scope.clone())
+            .collect();
         if refresh {
-            let scopes: std::collections::BTreeSet<String> = self
-                .lock
-                .plugins()
-                .iter()
-                .map(|p| p.scope.clone())
-                .collect();
-            for scope in scopes {
-                if let Err(e) = self.refresh_revocations(&scope).await {
+            for scope in &scopes {
+                if let Err(e) = self.refresh_revocations(scope).await {
                     ok = false;
                     lines.push(format!("revocations of {scope}: {e}"));
                 }
@@ -241,16 +241,10 @@ impl Installer {
             });
         }
         // How fresh each list is, as its publisher signed it.
-        let scopes: std::collections::BTreeSet<String> = self
-            .lock
-            .plugins()
-            .iter()
-            .map(|p| p.scope.clone())
-            .collect();
-        for scope in scopes {
+        for scope in &scopes {
             for line in self
                 .revocations
-                .freshness(&self.trust, &scope, &self.settings)
+                .freshness(&self.trust, scope, &self.settings)
             {
                 lines.push(format!("revocations of {scope}: {line}"));
             }

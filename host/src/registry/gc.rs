@@ -182,16 +182,12 @@ pub async fn collect(
     // One store per provider, for every run that used it.
     let mut providers = Providers::default();
     for row in &orphans {
-        let mut reaped = ReapedRun::of(row);
         let folder = PathBuf::from(&row.folder);
-        let kept_workspace = kept_workspace(row, &folder);
-        reap_row(
+        let (mut reaped, kept_workspace) = reap_row(
             runtime,
             &mut providers,
             row,
-            kept_workspace.as_deref(),
             options.dry_run,
-            &mut reaped,
             &mut report.errors,
         )
         .await;
@@ -246,16 +242,11 @@ pub async fn collect(
     // Runs that finished with leftovers: the same reaping, and the result the run wrote
     // stays as it is.
     for row in &cleanup_failed {
-        let mut reaped = ReapedRun::of(row);
-        let folder = PathBuf::from(&row.folder);
-        let kept_workspace = kept_workspace(row, &folder);
-        reap_row(
+        let (reaped, _) = reap_row(
             runtime,
             &mut providers,
             row,
-            kept_workspace.as_deref(),
             options.dry_run,
-            &mut reaped,
             &mut report.errors,
         )
         .await;
@@ -276,16 +267,18 @@ pub async fn collect(
 
 /// Reaps what the run of `row` left: its provider objects and capabilities' objects
 /// ([`reap_run`]) and the sandbox's private state folder. Failures go to `errors` and
-/// make `reaped` incomplete.
+/// make the returned record incomplete; the run's workspace, which is kept, comes
+/// with it.
 async fn reap_row(
     runtime: &Runtime,
     providers: &mut Providers,
     row: &RunRow,
-    kept_workspace: Option<&Path>,
     dry_run: bool,
-    reaped: &mut ReapedRun,
     errors: &mut Vec<String>,
-) {
+) -> (ReapedRun, Option<PathBuf>) {
+    let mut reaped = ReapedRun::of(row);
+    let folder = PathBuf::from(&row.folder);
+    let kept_workspace = kept_workspace(row, &folder);
     let mut fail = |reaped: &mut ReapedRun, message: String| {
         reaped.complete = false;
         errors.push(format!("run {}: {message}", row.run_id));
@@ -297,17 +290,18 @@ async fn reap_row(
         reaped.reclaimed.entry(kind).or_default().extend(names);
     }
     for error in leftovers.errors {
-        fail(reaped, error);
+        fail(&mut reaped, error);
     }
 
-    let folder = PathBuf::from(&row.folder);
     // The sandbox's private state was never the user's; the run removes it too.
     // Only a folder of this user's, and never one that holds the workspace.
     let state = SandboxState::recorded(row.sandbox_state.as_deref(), &folder);
-    let holds_workspace = kept_workspace.is_some_and(|w| w.starts_with(state.path()));
+    let holds_workspace = kept_workspace
+        .as_deref()
+        .is_some_and(|w| w.starts_with(state.path()));
     if holds_workspace {
         fail(
-            reaped,
+            &mut reaped,
             format!(
                 "the recorded sandbox state {} holds the workspace; left alone",
                 state.path().display()
@@ -318,9 +312,10 @@ async fn reap_row(
         let path = state.path().display();
         match removed {
             Ok(()) => reaped.folders.push(path.to_string()),
-            Err(e) => fail(reaped, format!("removing {path}: {e}")),
+            Err(e) => fail(&mut reaped, format!("removing {path}: {e}")),
         }
     }
+    (reaped, kept_workspace)
 }
 
 /// What reaping one run's objects did.
