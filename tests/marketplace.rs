@@ -529,8 +529,10 @@ fn not_found_and_registry_down_are_their_own_errors() {
         market.install(&market.reference("acme")),
         "cannot reach the registry",
     );
+    // The registry's address is in the message; its port may hold "404".
+    let without_address = text.replace(&market.registry.address, "REGISTRY");
     assert!(
-        !text.contains("404") && !text.contains("signature"),
+        !without_address.contains("404") && !without_address.contains("signature"),
         "{text}"
     );
     market.no_lockfile();
