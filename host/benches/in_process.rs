@@ -21,6 +21,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentgate::capabilities::labels::RunIdentity;
 use agentgate::capabilities::SandboxBroker;
 use agentgate::record::{EventSink, OutputLogs, Redactor};
 use agentgate::runtime::bindings::agent_driver::exports::agentgate::plugin::driver::{
@@ -94,6 +95,12 @@ struct Host {
 }
 
 impl Host {
+    /// The identity of the benchmark's run, in this host's home.
+    fn identity(&self) -> RunIdentity {
+        let owner = format!("pid={},start=1,boot=bench,pidns=1", std::process::id());
+        RunIdentity::new("bench".into(), owner, self._home.path())
+    }
+
     fn new() -> Host {
         let tokio = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -129,7 +136,7 @@ fn instantiate(c: &mut Criterion) {
     let driver = host.plugin("agent-command");
     let run = host
         .runtime
-        .run_context("bench".into(), Arc::new(EventSink::discard()));
+        .run_context(host.identity(), Arc::new(EventSink::discard()));
     c.bench_function("component/instantiate", |b| {
         b.iter(|| {
             host.tokio
@@ -148,7 +155,7 @@ fn call(c: &mut Criterion) {
     std::fs::create_dir_all(&state).unwrap();
     let run = host
         .runtime
-        .run_context("bench".into(), Arc::new(EventSink::discard()));
+        .run_context(host.identity(), Arc::new(EventSink::discard()));
     let provider = host.plugin("sandbox-none");
     let driver = host.plugin("agent-command");
     let deadline = || Instant::now() + Duration::from_secs(60);

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod egress;
 pub mod engine;
 pub mod escape;
+pub mod gc;
 pub mod history;
 pub mod home_path;
 pub mod marketplace;

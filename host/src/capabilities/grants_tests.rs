@@ -129,7 +129,11 @@ fn the_operators_docker_allowances_are_read_and_misspellings_refused() {
     .unwrap();
     let grants = Grants::from_file(&path).unwrap();
     let run = crate::capabilities::RunContext::new(
-        "r".into(),
+        crate::capabilities::labels::RunIdentity::new(
+            "r".into(),
+            "pid=1,start=1,boot=test,pidns=1".into(),
+            std::path::Path::new("/"),
+        ),
         std::sync::Arc::new(crate::record::EventSink::discard()),
         grants.sections.clone(),
     );

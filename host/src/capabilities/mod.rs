@@ -112,10 +112,12 @@ pub const EGRESS_RESOLV_CONF_NAME: &str = "resolv.conf";
 pub const EGRESS_RESOLV_CONF: &str = "nameserver 127.0.0.1\n";
 
 /// The run a plugin store works for: what the engine tells every capability about the
-/// run (its id, events, the folders its sandbox may bind, the folders its workspace
-/// source may act in, its sandbox), and each capability's own per-run state.
+/// run (its id and identity, events, the folders its sandbox may bind, the folders its
+/// workspace source may act in, its sandbox), and each capability's own per-run state.
 pub struct RunContext {
     pub run_id: String,
+    /// Whose the run's objects are; `None` while a plugin is only being described.
+    identity: Option<labels::RunIdentity>,
     pub events: Arc<EventSink>,
     /// Each capability's per-run state ([`HostCapability::run_state`]), by name.
     states: BTreeMap<&'static str, Arc<dyn Any + Send + Sync>>,
@@ -136,9 +138,13 @@ pub struct RunContext {
 }
 
 impl RunContext {
-    /// The context of run `run_id`; `sections` are the operator's host-wide sections
-    /// each capability makes its per-run state from.
-    pub fn new(run_id: String, events: Arc<EventSink>, sections: HostSections) -> Arc<RunContext> {
+    /// The context of the run `identity` names; `sections` are the operator's
+    /// host-wide sections each capability makes its per-run state from.
+    pub fn new(
+        identity: labels::RunIdentity,
+        events: Arc<EventSink>,
+        sections: HostSections,
+    ) -> Arc<RunContext> {
         let states = Capability::all()
             .filter_map(|c| {
                 let state = c.unit().run_state(sections.get(&c))?;
@@ -146,7 +152,8 @@ impl RunContext {
             })
             .collect();
         Arc::new(RunContext {
-            run_id,
+            run_id: identity.run_id.clone(),
+            identity: Some(identity),
             events,
             states,
             bind_scope: OnceLock::new(),
@@ -163,6 +170,7 @@ impl RunContext {
     pub fn describe_only() -> Arc<RunContext> {
         Arc::new(RunContext {
             run_id: String::new(),
+            identity: None,
             events: Arc::new(EventSink::discard()),
             states: BTreeMap::new(),
             bind_scope: OnceLock::new(),
@@ -172,6 +180,19 @@ impl RunContext {
             exec_ids: AtomicU64::new(0),
             repo_roots: Default::default(),
             left_out: Default::default(),
+        })
+    }
+
+    /// Whose the run's objects are, for the labels on them. Without an identity nothing
+    /// may be made: its objects could not be told from another home's.
+    pub fn identity(&self) -> Result<&labels::RunIdentity, crate::runtime::bindings::types::Error> {
+        self.identity.as_ref().ok_or_else(|| {
+            crate::runtime::bindings::types::Error::Unavailable(
+                "this process does not know its agentgate home, so the objects it would make \
+                 could not be told from another home's; run through the agentgate command or \
+                 set AGENTGATE_HOME"
+                    .into(),
+            )
         })
     }
 

@@ -5,8 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use super::{fail, Cli, EXIT_ERROR};
-use crate::registry::gc::ReapedRun;
-use crate::registry::{GcOptions, Scope};
+use crate::gc::{GcOptions, ReapedRun, Scope};
 
 #[derive(Debug, clap::Args)]
 pub struct GcArgs {
@@ -31,7 +30,7 @@ pub async fn run(cli: &Cli, args: &GcArgs) -> ExitCode {
         older_than: args.older_than.unwrap_or(Duration::ZERO),
         scope: Scope::Everything,
     };
-    let report = match crate::registry::collect(&runtime, cli.home(), &options).await {
+    let report = match crate::gc::collect(&runtime, cli.home(), &options).await {
         Ok(report) => report,
         Err(e) => return fail(EXIT_ERROR, e),
     };

@@ -251,8 +251,6 @@ impl Cli {
     /// Loads the runtime with this invocation's plugin directories, the installed
     /// plugins (revocations refreshed when stale) and `grants`.
     async fn runtime_with(&self, grants: Grants) -> Result<std::sync::Arc<Runtime>, LoadError> {
-        // What this home makes on a cluster is labelled as this home's.
-        crate::capabilities::labels::set_home(self.home());
         let (installed, warnings) = crate::marketplace::load::installed_plugins(
             &self.market_home(),
             self.revocation_max_age,

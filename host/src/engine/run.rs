@@ -15,16 +15,18 @@ use super::requests::{self, SandboxInputs};
 use super::sampler::ResourceSampler;
 use super::shortfall::{Shortfall, Shortfalls};
 use super::workspace::{materialize, Workspace};
+use crate::capabilities::labels::RunIdentity;
 use crate::capabilities::{Capability, RunContext, SandboxBroker};
 use crate::changeset::{
     GitBaseline, GitChanges, Snapshot, COLLECT_SECS, PATCH_FILE_BYTES, PATCH_TOTAL_BYTES,
 };
+use crate::gc::{GcOptions, Providers, Scope};
 use crate::record::{
     AgentRecord, EventSink, FileChange, LogsRecord, Observer, OutputLogs, PatchRecord, PhaseStatus,
     PluginRecord, Redactor, ResourceUsage, RunFolder, RunResult, RunStatus, SandboxInfo,
     SandboxState, WorkspaceRecord, RESULT_VERSION, WORKSPACE_SCRATCH,
 };
-use crate::registry::{GcOptions, Providers, Scope, Tracker};
+use crate::registry::Tracker;
 use crate::runtime::bindings::agent_driver::exports::agentgate::plugin::driver::AgentOutcome;
 use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::source::PreparedWorkspace;
 use crate::runtime::host_paths::{self, BindScope, HostPaths, PathUse};
@@ -230,7 +232,10 @@ async fn start(
         runtime,
         spec: &request.spec,
         plugins,
-        ctx: runtime.run_context(run_id, events.clone()),
+        ctx: runtime.run_context(
+            RunIdentity::new(run_id, tracker.owner().to_string(), &request.home),
+            events.clone(),
+        ),
         host_paths,
         events,
         redactor,
@@ -510,9 +515,8 @@ impl Run<'_> {
             self.host_paths.clone(),
         ));
         self.start_egress(egress_dir).await?;
-        let owner = crate::registry::Owner::current()
-            .map_err(|e| Outcome::host(format!("identifying this process: {e}")))?
-            .to_string();
+        let identity = (self.ctx.identity())
+            .map_err(|e| Outcome::host(format!("identifying this process: {e}")))?;
         let request = requests::sandbox_request(
             self.spec,
             &SandboxInputs {
@@ -520,8 +524,8 @@ impl Run<'_> {
                 workspace_root: &workspace.root,
                 workspace_readonly: workspace.readonly,
                 state_dir: &state_dir,
-                owner: &owner,
-                created: SystemTime::now(),
+                owner: &identity.owner,
+                created: identity.created,
                 time_left: deadline.saturating_duration_since(Instant::now()),
             },
         );
@@ -851,9 +855,13 @@ impl Run<'_> {
                 )),
             }
         }
-        let mut reaped = crate::registry::reap_run(
+        let home = self
+            .ctx
+            .identity()
+            .map_or_else(|_| String::new(), |i| i.home.clone());
+        let mut reaped = crate::gc::reap_run(
             self.runtime,
-            &mut Providers::default(),
+            &mut Providers::new(home),
             &self.ctx.run_id,
             Some(provider),
             false,
@@ -1118,7 +1126,7 @@ async fn reap_orphans(runtime: &Runtime, home: &std::path::Path, events: &EventS
         older_than: Duration::ZERO,
         scope: Scope::Registry,
     };
-    match crate::registry::collect(runtime, home, &options).await {
+    match crate::gc::collect(runtime, home, &options).await {
         Ok(report) => {
             for orphan in &report.orphans {
                 events.host_log(

@@ -3,18 +3,20 @@
 //!
 //! [`store`] is the SQLite database (one row per run and per sandbox), [`owner`] the
 //! identity of the `agentgate` process that owns a run and whether it still lives,
-//! [`gc`] the cleanup built on both: orphans of dead owners, and runs whose own
-//! cleanup left something (`cleanup-failed`). A run registers itself through a
-//! [`Tracker`], which also beats its heartbeat while the run lasts.
+//! [`orphan`] when a run's owner is gone. A run registers itself through a
+//! [`Tracker`], which also beats its heartbeat while the run lasts. The registry is
+//! only the record: the cleanup that acts on it (orphans of dead owners, runs whose
+//! own cleanup left something) drives the sandbox providers, so it lives above them,
+//! in `gc`.
 
-pub mod gc;
+pub mod orphan;
 pub mod owner;
 pub mod store;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-pub use gc::{collect, effective_state, reap_run, GcOptions, GcReport, Providers, Scope};
+pub use orphan::{effective_state, is_orphan};
 pub use owner::{Liveness, Owner};
 pub use store::{
     now_ms, NewRun, NewSandbox, Registry, RegistryError, RunRow, RunState, SandboxRow,
@@ -25,6 +27,7 @@ pub use store::{
 pub struct Tracker {
     registry: Arc<Mutex<Registry>>,
     run_id: String,
+    owner: Owner,
     heartbeat: tokio::task::JoinHandle<()>,
 }
 
@@ -48,7 +51,7 @@ impl Tracker {
         let beating = registry.clone();
         let id = run_id.to_string();
         let heartbeat = tokio::spawn(async move {
-            let mut interval = tokio::time::interval(gc::HEARTBEAT_INTERVAL);
+            let mut interval = tokio::time::interval(orphan::HEARTBEAT_INTERVAL);
             interval.tick().await;
             loop {
                 interval.tick().await;
@@ -64,8 +67,14 @@ impl Tracker {
         Ok(Tracker {
             registry,
             run_id: run_id.to_string(),
+            owner,
             heartbeat,
         })
+    }
+
+    /// The process that owns the run, as the registry recorded it.
+    pub fn owner(&self) -> &Owner {
+        &self.owner
     }
 
     fn with<T>(

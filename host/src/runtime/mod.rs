@@ -140,14 +140,14 @@ impl Runtime {
         &self.catalog
     }
 
-    /// The context of a run (or of a `gc` call) with `events`: each capability's
-    /// per-run state made from the operator's host-wide sections.
+    /// The context of the run `identity` names (or of a `gc` call) with `events`: each
+    /// capability's per-run state made from the operator's host-wide sections.
     pub fn run_context(
         &self,
-        run_id: String,
+        identity: crate::capabilities::labels::RunIdentity,
         events: Arc<crate::record::EventSink>,
     ) -> Arc<crate::capabilities::RunContext> {
-        crate::capabilities::RunContext::new(run_id, events, self.sections.clone())
+        crate::capabilities::RunContext::new(identity, events, self.sections.clone())
     }
 
     /// The host folders the operator allows TaskSpecs (`workspaces:`, `mounts:`).

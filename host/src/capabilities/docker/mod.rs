@@ -28,7 +28,7 @@ use bollard::query_parameters::{
 use wasmtime::component::Resource;
 
 use super::execution::Execution;
-use super::labels::{self, LABEL_HOME, LABEL_RUN_ID};
+use super::labels::{LABEL_HOME, LABEL_RUN_ID};
 use crate::runtime::bindings::docker::{ContainerSpec, ContainerSummary, Host, ImageInfo};
 use crate::runtime::bindings::types::{Error, ExecRequest, Label, ResourceUsage};
 use crate::runtime::PluginState;
@@ -183,7 +183,7 @@ impl PluginState {
         {
             Ok(inspect) => {
                 let labels = inspect.config.and_then(|c| c.labels).unwrap_or_default();
-                this_homes("container", id, &labels)?;
+                this_homes("container", id, &labels, &self.run.identity()?.home)?;
                 container::remove(&docker, id, grace).await
             }
             Err(e) if client::status(&e) == Some(404) => Ok(()),
@@ -192,26 +192,28 @@ impl PluginState {
     }
 }
 
-/// Engine filters for objects carrying all of `labels`, agentgate's run label and this
-/// home's label: another home's objects are never listed.
-fn label_filters(labels: &[Label]) -> Result<HashMap<String, Vec<String>>, Error> {
-    let mut wanted = vec![
-        LABEL_RUN_ID.to_string(),
-        format!("{LABEL_HOME}={}", labels::home_label()?),
-    ];
+/// Engine filters for objects carrying all of `labels`, agentgate's run label and the
+/// label of this home (`home`): another home's objects are never listed.
+fn label_filters(labels: &[Label], home: &str) -> HashMap<String, Vec<String>> {
+    let mut wanted = vec![LABEL_RUN_ID.to_string(), format!("{LABEL_HOME}={home}")];
     wanted.extend(labels.iter().map(|l| format!("{}={}", l.key, l.value)));
-    Ok(HashMap::from([("label".to_string(), wanted)]))
+    HashMap::from([("label".to_string(), wanted)])
 }
 
 /// Whether an object that is not of this run (a leftover) may be removed: only one that
-/// agentgate made for this home.
-fn this_homes(kind: &str, id: &str, labels: &HashMap<String, String>) -> Result<(), Error> {
+/// agentgate made for this home (labelled `home`).
+fn this_homes(
+    kind: &str,
+    id: &str,
+    labels: &HashMap<String, String>,
+    home: &str,
+) -> Result<(), Error> {
     if !labels.contains_key(LABEL_RUN_ID) {
         return Err(Error::Denied(format!(
             "{kind} {id:?} was not created by agentgate; it is not a plugin's to remove"
         )));
     }
-    if labels.get(LABEL_HOME) != Some(&labels::home_label()?) {
+    if labels.get(LABEL_HOME).map(String::as_str) != Some(home) {
         return Err(Error::Denied(format!(
             "{kind} {id:?} belongs to another agentgate home; that home's gc removes it"
         )));
@@ -295,7 +297,7 @@ impl Host for PluginState {
             let docker = client::connect().await?;
             let options = ListContainersOptionsBuilder::new()
                 .all(true)
-                .filters(&label_filters(&labels)?)
+                .filters(&label_filters(&labels, &self.run.identity()?.home))
                 .build();
             let containers = docker
                 .list_containers(Some(options))
@@ -335,7 +337,7 @@ impl Host for PluginState {
         let result = async {
             let docker = client::connect().await?;
             let options = ListVolumesOptionsBuilder::new()
-                .filters(&label_filters(&labels)?)
+                .filters(&label_filters(&labels, &self.run.identity()?.home))
                 .build();
             let volumes = docker
                 .list_volumes(Some(options))
@@ -361,7 +363,7 @@ impl Host for PluginState {
                 Err(e) if client::status(&e) == Some(404) => return Ok(()),
                 Err(e) => return Err(client::failed("inspecting the volume", e)),
             };
-            this_homes("volume", &name, &volume.labels)?;
+            this_homes("volume", &name, &volume.labels, &self.run.identity()?.home)?;
             let options = RemoveVolumeOptionsBuilder::new().force(true).build();
             match docker.remove_volume(&name, Some(options)).await {
                 Ok(()) => Ok(()),
@@ -382,9 +384,8 @@ mod tests {
     /// never made, and one another home made, are refused; this home's is not.
     #[test]
     fn only_this_homes_leftovers_may_be_removed() {
-        let home = tempfile::tempdir().unwrap();
-        labels::set_home(home.path());
-        let this_home = labels::home_label().unwrap();
+        let this_home =
+            crate::capabilities::labels::home_label(tempfile::tempdir().unwrap().path());
         let labelled = |home: &str| {
             HashMap::from([
                 (LABEL_RUN_ID.to_string(), "run-1".to_string()),
@@ -392,18 +393,18 @@ mod tests {
             ])
         };
 
-        let error = this_homes("container", "c1", &HashMap::new()).unwrap_err();
+        let error = this_homes("container", "c1", &HashMap::new(), &this_home).unwrap_err();
         assert!(
             error.to_string().contains("not created by agentgate"),
             "{error}"
         );
-        let error = this_homes("volume", "v1", &labelled("another-home")).unwrap_err();
+        let error = this_homes("volume", "v1", &labelled("another-home"), &this_home).unwrap_err();
         assert!(
             error.to_string().contains("another agentgate home"),
             "{error}"
         );
         let unlabelled_home = HashMap::from([(LABEL_RUN_ID.to_string(), "run-1".to_string())]);
-        assert!(this_homes("container", "c2", &unlabelled_home).is_err());
-        this_homes("container", "c3", &labelled(&this_home)).unwrap();
+        assert!(this_homes("container", "c2", &unlabelled_home, &this_home).is_err());
+        this_homes("container", "c3", &labelled(&this_home), &this_home).unwrap();
     }
 }

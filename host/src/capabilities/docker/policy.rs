@@ -36,9 +36,9 @@ pub const DEFAULT_PIDS: u32 = 4096;
 #[derive(Debug, Clone)]
 pub struct Policy {
     pub run_id: String,
-    /// This agentgate ([`crate::registry::Owner`]), for `agentgate gc`.
+    /// This agentgate process (the run identity's `owner`), for `agentgate gc`.
     pub owner: String,
-    /// RFC 3339 time of creation.
+    /// RFC 3339 time the run started.
     pub created: String,
     /// This agentgate home's label value: gc of another home leaves the objects alone.
     pub home: String,
@@ -69,12 +69,12 @@ impl Policy {
         // SAFETY: getuid/getgid have no preconditions.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let binds = run.bind_scope();
+        let identity = run.identity()?;
         Ok(Policy {
-            run_id: run.run_id.clone(),
-            owner: crate::registry::Owner::current()
-                .map_or_else(|_| format!("pid:{}", std::process::id()), |o| o.to_string()),
-            created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-            home: crate::capabilities::labels::home_label()?,
+            run_id: identity.run_id.clone(),
+            owner: identity.owner.clone(),
+            created: humantime::format_rfc3339_seconds(identity.created).to_string(),
+            home: identity.home.clone(),
             invoking_user: format!("{uid}:{gid}"),
             allow_host_network: run
                 .state::<super::DockerGrant>()

@@ -359,7 +359,11 @@ async fn run_objects(place: &Placement, run_id: &str) -> Vec<String> {
 
 fn run_context(run_id: &str) -> Arc<crate::capabilities::RunContext> {
     crate::capabilities::RunContext::new(
-        run_id.to_owned(),
+        crate::capabilities::labels::RunIdentity::new(
+            run_id.to_owned(),
+            format!("pid={},start=1,boot=test,pidns=1", std::process::id()),
+            std::path::Path::new(&format!("/test-home/{run_id}")),
+        ),
         Arc::new(EventSink::discard()),
         Default::default(),
     )

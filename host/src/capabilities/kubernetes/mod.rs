@@ -166,12 +166,13 @@ impl PluginState {
                     .into(),
             ));
         }
-        let home = crate::capabilities::labels::home_label()?;
+        let identity = self.run.identity()?;
+        let home = identity.home.clone();
         let marks = RunMarks {
-            run_id: self.run.run_id.clone(),
-            owner: crate::registry::Owner::current()
-                .map_or_else(|_| format!("pid:{}", std::process::id()), |o| o.to_string()),
-            created_unix: std::time::SystemTime::now()
+            run_id: identity.run_id.clone(),
+            owner: identity.owner.clone(),
+            created_unix: identity
+                .created
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
             home: home.clone(),
@@ -212,7 +213,7 @@ impl PluginState {
     /// Every allowed cluster of this plugin, connected; one that cannot be reached
     /// fails the listing (gc reports it and keeps the run's record).
     async fn leftovers_checked(&mut self) -> Result<Vec<Leftover>, Error> {
-        let home = crate::capabilities::labels::home_label()?;
+        let home = self.run.identity()?.home.clone();
         let scope = self.kubernetes_scope();
         let mut found = Vec::new();
         for allowed in &self.kubernetes_grant().clusters {
@@ -230,7 +231,7 @@ impl PluginState {
 
     async fn reap_checked(&mut self, id: &str) -> Result<(), Error> {
         let id = leftovers::LeftoverId::decode(id)?;
-        let home = crate::capabilities::labels::home_label()?;
+        let home = self.run.identity()?.home.clone();
         let grant = self.kubernetes_grant();
         let plugin = self.plugin.clone();
         let allowed = grant.clusters.iter().find(|c| id.is_of(c)).ok_or_else(|| {
@@ -474,7 +475,11 @@ mod tests {
 
     fn run() -> Arc<RunContext> {
         RunContext::new(
-            "r".into(),
+            crate::capabilities::labels::RunIdentity::new(
+                "r".into(),
+                "pid=1,start=1,boot=test,pidns=1".into(),
+                std::path::Path::new("/"),
+            ),
             Arc::new(EventSink::discard()),
             Default::default(),
         )

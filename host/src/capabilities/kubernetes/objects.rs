@@ -55,7 +55,7 @@ const IDLE: &str = "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; do
 pub struct RunMarks {
     /// The run's id (32 lowercase hex digits).
     pub run_id: String,
-    /// This agentgate process ([`crate::registry::Owner`]), in full; its label is a
+    /// This agentgate process (the run identity's `owner`), in full; its label is a
     /// digest, since a label value cannot hold it.
     pub owner: String,
     /// Seconds since the epoch.

@@ -1,9 +1,14 @@
 //! Orphan cleanup: what runs whose `agentgate` died left behind, and what runs whose
 //! own cleanup failed left behind.
 //!
-//! A run is an orphan when its owner is dead ([`Liveness::Dead`]), or when the owner
-//! cannot be seen from here (another pid namespace) and its heartbeat is stale. A
-//! live owner's run is never touched, whoever owns it. For each orphan gc asks the
+//! The registry ([`crate::registry`]) is the record of what every run started and
+//! says which runs are orphans ([`is_orphan`]); gc acts on it, through the sandbox
+//! providers and the capabilities, so it sits above the runtime while the registry
+//! stays a store every layer may read.
+//!
+//! A run is an orphan when its owner is dead, or when the owner cannot be seen from
+//! here (another pid namespace) and its heartbeat is stale. A live owner's run is
+//! never touched, whoever owns it. For each orphan gc asks the
 //! run's sandbox provider for its leftovers (`list-leftovers`) and reaps those that
 //! carry the run's id (`reap`), kills and removes the run's cgroups, removes the
 //! sandbox's private state (its HOME, in the folder the run recorded, see
@@ -36,20 +41,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::owner::{Liveness, Owner};
-use super::store::{now_ms, Registry, RegistryError, RunRow, RunState};
-use crate::capabilities::labels::{LABEL_OWNER, LABEL_RUN_ID};
+use crate::capabilities::labels::{home_label, RunIdentity, LABEL_OWNER, LABEL_RUN_ID};
 use crate::capabilities::Capability;
 use crate::record::{
     write_crashed_result, CrashedRun, EventSink, SandboxState, WorkspaceRecord, WORKSPACE_SCRATCH,
 };
+use crate::registry::{is_orphan, Liveness, Owner, Registry, RegistryError, RunRow, RunState};
 use crate::runtime::bindings::types::PluginKind;
-use crate::runtime::Runtime;
-
-/// How long a heartbeat may be silent before a run whose owner cannot be seen is
-/// taken for dead. Runs beat every [`HEARTBEAT_INTERVAL`].
-pub const STALE_AFTER: Duration = Duration::from_secs(60);
-pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
+use crate::runtime::{PluginError, Runtime};
 
 /// How long one provider call of gc may take.
 const CALL_LIMIT: Duration = Duration::from_secs(60);
@@ -129,25 +128,6 @@ pub struct ReapedObject {
     pub run_id: String,
 }
 
-/// Whether a `running` row is an orphan now, with `older_than` applied.
-pub fn is_orphan(row: &RunRow, older_than: Duration) -> bool {
-    let silent = Duration::from_millis(now_ms().saturating_sub(row.heartbeat_ms));
-    match row.owner.parse::<Owner>().map(|o| o.liveness()) {
-        Ok(Liveness::Alive) => false,
-        Ok(Liveness::Dead) => silent >= older_than,
-        Ok(Liveness::Unknown) | Err(_) => silent >= older_than.max(STALE_AFTER),
-    }
-}
-
-/// The state to show for a row: `running` rows whose owner is gone are `orphaned`.
-pub fn effective_state(row: &RunRow) -> RunState {
-    if row.state == RunState::Running && is_orphan(row, Duration::ZERO) {
-        RunState::Orphaned
-    } else {
-        row.state
-    }
-}
-
 /// Finds the orphans of `home` and the runs whose cleanup failed, and reaps them
 /// (or, with `dry_run`, lists them).
 pub async fn collect(
@@ -157,6 +137,7 @@ pub async fn collect(
 ) -> Result<GcReport, RegistryError> {
     let registry = Registry::open(home)?;
     let mut report = GcReport::default();
+    let mut providers = Providers::new(home_label(home));
     let mut orphans = Vec::new();
     let mut cleanup_failed = Vec::new();
     for row in registry.runs(false)? {
@@ -179,8 +160,7 @@ pub async fn collect(
         .collect();
     orphans.retain(|row| still_running.contains(&row.run_id));
 
-    // One store per provider, for every run that used it.
-    let mut providers = Providers::default();
+    // One store per provider, for every run that used it (`providers`).
     for row in &orphans {
         let folder = PathBuf::from(&row.folder);
         let (mut reaped, kept_workspace) = reap_row(
@@ -348,7 +328,7 @@ pub async fn reap_run(
                 for id in provider.of_run(run_id) {
                     if !dry_run {
                         if let Err(e) = provider.reap(&id).await {
-                            done.errors.push(e);
+                            done.errors.push(e.to_string());
                             continue;
                         }
                     }
@@ -366,10 +346,10 @@ pub async fn reap_run(
                     }
                 }
                 if let Some(e) = &provider.list_error {
-                    done.errors.push(e.clone());
+                    done.errors.push(e.to_string());
                 }
             }
-            Err(e) => done.errors.push(e),
+            Err(e) => done.errors.push(e.to_string()),
         }
     }
     for capability in Capability::all() {
@@ -419,7 +399,7 @@ async fn reap_unknown(
         let provider = match providers.open(runtime, &name).await {
             Ok(provider) => provider,
             Err(e) => {
-                report.errors.push(e);
+                report.errors.push(e.to_string());
                 continue;
             }
         };
@@ -447,7 +427,7 @@ async fn reap_unknown(
             }
             if !options.dry_run {
                 if let Err(e) = provider.reap(&id).await {
-                    report.errors.push(e);
+                    report.errors.push(e.to_string());
                     continue;
                 }
             }
@@ -469,19 +449,55 @@ async fn reap_unknown(
 }
 
 /// The provider plugins opened for reaping, one fresh instance each (in a store of
-/// its own, outside any run), kept for every run that used it.
-#[derive(Default)]
-pub struct Providers(BTreeMap<String, Provider>);
+/// its own, outside any run, acting for the home labelled `home`), kept for every run
+/// that used it.
+pub struct Providers {
+    home: String,
+    opened: BTreeMap<String, Provider>,
+}
 
 impl Providers {
-    /// The instance of provider `name`, opened (and its leftovers listed) on first use.
-    async fn open(&mut self, runtime: &Runtime, name: &str) -> Result<&mut Provider, String> {
-        if !self.0.contains_key(name) {
-            let provider = Provider::open(runtime, name).await?;
-            self.0.insert(name.to_string(), provider);
+    /// No provider opened yet; those opened will act for the agentgate home whose
+    /// label is `home` ([`home_label`]): they list and reap only its objects.
+    pub fn new(home: String) -> Providers {
+        Providers {
+            home,
+            opened: BTreeMap::new(),
         }
-        Ok(self.0.get_mut(name).expect("inserted above"))
     }
+
+    /// The instance of provider `name`, opened (and its leftovers listed) on first use.
+    async fn open(
+        &mut self,
+        runtime: &Runtime,
+        name: &str,
+    ) -> Result<&mut Provider, ProviderError> {
+        if !self.opened.contains_key(name) {
+            let provider = Provider::open(runtime, name, &self.home).await?;
+            self.opened.insert(name.to_string(), provider);
+        }
+        Ok(self.opened.get_mut(name).expect("inserted above"))
+    }
+}
+
+/// Why gc could not open a sandbox provider, or reap one of its objects.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("sandbox provider {name:?}: {source}")]
+    Unknown {
+        name: String,
+        source: crate::runtime::catalog::ResolveError,
+    },
+    #[error("identifying this process: {0}")]
+    Owner(std::io::Error),
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    #[error("{provider}: reaping {id}: {source}")]
+    Reap {
+        provider: String,
+        id: String,
+        source: PluginError,
+    },
 }
 
 /// A provider plugin in a store of its own, with what it listed.
@@ -491,23 +507,28 @@ struct Provider {
     leftovers: Vec<
         crate::runtime::bindings::sandbox_provider::exports::agentgate::plugin::provider::Leftover,
     >,
-    list_error: Option<String>,
+    list_error: Option<PluginError>,
 }
 
 impl Provider {
-    async fn open(runtime: &Runtime, name: &str) -> Result<Provider, String> {
+    /// A fresh instance of provider `name`, acting as a run of its own of this process
+    /// in the home labelled `home`.
+    async fn open(runtime: &Runtime, name: &str, home: &str) -> Result<Provider, ProviderError> {
         let plugin = runtime
             .catalog()
             .resolve(PluginKind::SandboxProvider, name)
-            .map_err(|e| format!("sandbox provider {name:?}: {e}"))?;
-        let context = runtime.run_context(
-            format!("gc-{}", uuid::Uuid::now_v7().simple()),
-            Arc::new(EventSink::discard()),
-        );
-        let instance = runtime
-            .sandbox_provider(plugin, context)
-            .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| ProviderError::Unknown {
+                name: name.to_string(),
+                source,
+            })?;
+        let identity = RunIdentity {
+            run_id: format!("gc-{}", uuid::Uuid::now_v7().simple()),
+            owner: Owner::current().map_err(ProviderError::Owner)?.to_string(),
+            created: SystemTime::now(),
+            home: home.to_string(),
+        };
+        let context = runtime.run_context(identity, Arc::new(EventSink::discard()));
+        let instance = runtime.sandbox_provider(plugin, context).await?;
         let mut provider = Provider {
             instance,
             name: name.to_string(),
@@ -526,7 +547,7 @@ impl Provider {
             .await
         {
             Ok(leftovers) => (leftovers, None),
-            Err(e) => (Vec::new(), Some(e.to_string())),
+            Err(e) => (Vec::new(), Some(e)),
         };
     }
 
@@ -543,10 +564,14 @@ impl Provider {
             .collect()
     }
 
-    async fn reap(&mut self, id: &str) -> Result<(), String> {
+    async fn reap(&mut self, id: &str) -> Result<(), ProviderError> {
         self.instance
             .reap(id, Instant::now() + CALL_LIMIT)
             .await
-            .map_err(|e| format!("{}: reaping {id}: {e}", self.name))
+            .map_err(|source| ProviderError::Reap {
+                provider: self.name.clone(),
+                id: id.to_string(),
+                source,
+            })
     }
 }
