@@ -55,7 +55,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cap_std::fs::Dir;
-use git2::{DiffFindOptions, DiffOptions, Index, IndexEntry, IndexTime, Oid, Repository};
+use git2::{
+    DiffFindOptions, DiffFormat, DiffOptions, Index, IndexEntry, IndexTime, Oid, Repository,
+};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use rustix::fs::{FileType, OFlags, Stat};
 use sha1::{Digest, Sha1};
@@ -595,7 +597,7 @@ impl GitBaseline {
         let mut diff =
             objects.diff_tree_to_tree(Some(&before_tree), Some(&after_tree), Some(&mut options))?;
         diff.find_similar(Some(DiffFindOptions::new().renames(true)))?;
-        let patch = crate::capabilities::git::patch_bytes(&diff)?;
+        let patch = patch_bytes(&diff)?;
         let mut renames = BTreeMap::new();
         for delta in diff.deltas() {
             if delta.status() == git2::Delta::Renamed {
@@ -912,6 +914,20 @@ fn index_entry(path: &[u8], id: Oid, mode: i32) -> IndexEntry {
         flags_extended: 0,
         path: path.to_vec(),
     }
+}
+
+/// `diff` as a unified patch: libgit2 hands out a content line's origin (`+`, `-`, ` `)
+/// apart from its text, and `git apply` needs them joined.
+pub(crate) fn patch_bytes(diff: &git2::Diff<'_>) -> Result<Vec<u8>, git2::Error> {
+    let mut patch = Vec::new();
+    diff.print(DiffFormat::Patch, |_, _, line| {
+        if matches!(line.origin(), '+' | '-' | ' ') {
+            patch.push(line.origin() as u8);
+        }
+        patch.extend_from_slice(line.content());
+        true
+    })?;
+    Ok(patch)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ mod git;
 mod snapshot;
 mod tree_walk;
 
+pub(crate) use git::patch_bytes;
 pub use git::{GitBaseline, GitChanges, GitChangesError, PATCH_FILE_BYTES, PATCH_TOTAL_BYTES};
 pub use snapshot::Snapshot;
 pub use tree_walk::WalkError;

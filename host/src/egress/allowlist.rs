@@ -1,48 +1,17 @@
-//! The destinations a TaskSpec allows (`host:port`), and the destinations clients ask for.
+//! The destinations a TaskSpec allows (`host:port`), matched against the destinations
+//! clients ask for. Both are written and parsed as the TaskSpec's allowlist entries are
+//! ([`crate::taskspec::Destination`]); what they let through is decided here.
 //!
 //! An entry names a port, always: an allowed host is not every service on it. A name is
 //! matched exactly (case-insensitive, without a trailing dot); `*.example.com` matches
 //! names below `example.com` only, never `example.com` itself, so allowing the
 //! subdomains of a forge does not allow its apex by accident. IP literals match the same
-//! address only; an IPv4-mapped IPv6 literal is the IPv4 address it carries. Names are
-//! restricted to letters, digits, `-` and `_` in dot-separated labels, and the last label
-//! may not be all digits: `2130706433` or `0x7f.1` are addresses in disguise to some
-//! resolvers, never names here.
+//! address only; an IPv4-mapped IPv6 literal is the IPv4 address it carries.
 
-use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
-/// A host an allowlist entry names.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum HostPattern {
-    /// One name, lower-case, without a trailing dot.
-    Name(String),
-    /// Names strictly below this one (`*.example.com` holds `example.com`).
-    Subdomains(String),
-    Ip(IpAddr),
-}
-
-/// One allowlist entry.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Destination {
-    pub host: HostPattern,
-    pub port: u16,
-}
-
-/// The host of a destination a client asks for.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum TargetHost {
-    /// Lower-case, without a trailing dot.
-    Name(String),
-    Ip(IpAddr),
-}
-
-/// A destination a client asks for (`CONNECT host:port`, or an absolute URI's authority).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Target {
-    pub host: TargetHost,
-    pub port: u16,
-}
+use crate::taskspec::DestinationError;
+pub use crate::taskspec::{Destination, HostPattern, Target, TargetHost};
 
 /// The destinations a task may reach. Empty allows nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -60,7 +29,7 @@ pub struct Allowlist {
 pub struct BadDestination {
     pub index: usize,
     pub entry: String,
-    pub reason: String,
+    pub reason: DestinationError,
 }
 
 impl Allowlist {
@@ -120,23 +89,6 @@ impl Allowlist {
 }
 
 impl Destination {
-    /// Parses `host:port`; the error says what is wrong.
-    pub fn parse(entry: &str) -> Result<Destination, String> {
-        let target = Target::parse(entry.strip_prefix("*.").unwrap_or(entry))?;
-        let host = match (entry.starts_with("*."), target.host) {
-            (false, TargetHost::Name(name)) => HostPattern::Name(name),
-            (true, TargetHost::Name(name)) => HostPattern::Subdomains(name),
-            (false, TargetHost::Ip(ip)) => HostPattern::Ip(ip),
-            (true, TargetHost::Ip(_)) => {
-                return Err("`*.` goes before a DNS name, not an address".into());
-            }
-        };
-        Ok(Destination {
-            host,
-            port: target.port,
-        })
-    }
-
     pub fn matches(&self, target: &Target) -> bool {
         self.port == target.port
             && match (&self.host, &target.host) {
@@ -186,133 +138,10 @@ impl Destination {
     }
 }
 
-impl Target {
-    /// Parses an authority, `host:port` (`[v6]:port` for IPv6).
-    pub fn parse(authority: &str) -> Result<Target, String> {
-        let (host, port) = split_host_port(authority)?;
-        let port = parse_port(port)?;
-        Ok(Target {
-            host: TargetHost::parse(host)?,
-            port,
-        })
-    }
-}
-
-impl TargetHost {
-    /// Parses a host: an IPv4 literal, a bracketed IPv6 literal or a DNS name.
-    pub fn parse(host: &str) -> Result<TargetHost, String> {
-        if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-            return v6
-                .parse::<std::net::Ipv6Addr>()
-                .map(|ip| TargetHost::Ip(IpAddr::V6(ip).to_canonical()))
-                .map_err(|_| format!("`{v6}` is not an IPv6 address"));
-        }
-        if let Ok(ip) = host.parse::<std::net::Ipv4Addr>() {
-            return Ok(TargetHost::Ip(IpAddr::V4(ip)));
-        }
-        if host.parse::<std::net::Ipv6Addr>().is_ok() {
-            return Err("an IPv6 address goes in brackets: [2001:db8::1]:443".into());
-        }
-        validate_name(host).map(TargetHost::Name)
-    }
-
-    /// The host as a URI authority writes it (IPv6 in brackets).
-    pub fn authority_form(&self) -> String {
-        match self {
-            TargetHost::Name(name) => name.clone(),
-            TargetHost::Ip(IpAddr::V6(ip)) => format!("[{ip}]"),
-            TargetHost::Ip(ip) => ip.to_string(),
-        }
-    }
-}
-
-impl fmt::Display for TargetHost {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.authority_form())
-    }
-}
-
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.host, self.port)
-    }
-}
-
-impl fmt::Display for Destination {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.host {
-            HostPattern::Name(name) => write!(f, "{name}:{}", self.port),
-            HostPattern::Subdomains(parent) => write!(f, "*.{parent}:{}", self.port),
-            HostPattern::Ip(IpAddr::V6(ip)) => write!(f, "[{ip}]:{}", self.port),
-            HostPattern::Ip(ip) => write!(f, "{ip}:{}", self.port),
-        }
-    }
-}
-
 fn is_below(name: &str, parent: &str) -> bool {
     name.len() > parent.len() + 1
         && name.ends_with(parent)
         && name.as_bytes()[name.len() - parent.len() - 1] == b'.'
-}
-
-fn split_host_port(authority: &str) -> Result<(&str, &str), String> {
-    if authority.starts_with('[') {
-        let close = authority
-            .find(']')
-            .ok_or("an IPv6 address needs its closing `]`")?;
-        let port = authority[close + 1..]
-            .strip_prefix(':')
-            .ok_or("the port is missing (host:port)")?;
-        return Ok((&authority[..=close], port));
-    }
-    authority
-        .rsplit_once(':')
-        .ok_or_else(|| "the port is missing (host:port)".to_string())
-}
-
-fn parse_port(port: &str) -> Result<u16, String> {
-    if port.is_empty() {
-        return Err("the port is missing (host:port)".into());
-    }
-    let digits_only = port.bytes().all(|b| b.is_ascii_digit()) && !port.starts_with('0');
-    match port.parse::<u16>() {
-        Ok(port) if digits_only => Ok(port),
-        _ => Err(format!("`{port}` is not a port (1-65535)")),
-    }
-}
-
-fn validate_name(host: &str) -> Result<String, String> {
-    let name = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
-    if name.is_empty() {
-        return Err("the host is missing".into());
-    }
-    if name.len() > 253 {
-        return Err("a DNS name has at most 253 characters".into());
-    }
-    for label in name.split('.') {
-        if label.is_empty() || label.len() > 63 {
-            return Err(format!(
-                "`{host}` is not a DNS name (labels of 1 to 63 characters)"
-            ));
-        }
-        if !label
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            || label.starts_with('-')
-            || label.ends_with('-')
-        {
-            return Err(format!(
-                "`{host}` is not a DNS name (letters, digits, `-` and `_` only; `*.` only at the start)"
-            ));
-        }
-    }
-    let last = name.rsplit('.').next().unwrap_or_default();
-    if last.bytes().all(|b| b.is_ascii_digit()) || last.starts_with("0x") {
-        return Err(format!(
-            "`{host}` is neither a DNS name nor an IPv4 address"
-        ));
-    }
-    Ok(name)
 }
 
 #[cfg(test)]
@@ -387,27 +216,8 @@ mod tests {
         let entries = ["ok.test:1", "nope"].map(String::from);
         let error = Allowlist::parse(&entries).unwrap_err();
         assert_eq!(error.index, 1);
+        assert_eq!(error.reason, DestinationError::MissingPort);
         assert!(error.to_string().contains("port is missing"), "{error}");
-        for (entry, why) in [
-            ("host:0", "not a port"),
-            ("host:65536", "not a port"),
-            ("host:+80", "not a port"),
-            ("host:080", "not a port"),
-            ("::1:443", "brackets"),
-            ("2001:db8::1:443", "brackets"),
-            ("[::1:443", "closing"),
-            ("[nope]:443", "not an IPv6"),
-            ("*.10.0.0.1:80", "not an address"),
-            ("a*.example.com:443", "not a DNS name"),
-            ("*:443", "not a DNS name"),
-            ("exa mple.com:443", "not a DNS name"),
-            ("2130706433:80", "neither"),
-            ("0x7f.1:80", "neither"),
-            (":443", "host is missing"),
-        ] {
-            let error = Destination::parse(entry).unwrap_err();
-            assert!(error.contains(why), "{entry}: {error}");
-        }
     }
 
     #[test]

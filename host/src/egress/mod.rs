@@ -36,9 +36,9 @@ mod request;
 mod resolver;
 mod sniff;
 
+pub use crate::record::{DestinationTraffic, EgressReport, RefusedAttempt};
 pub use address::SpecialRange;
 pub use allowlist::{Allowlist, BadDestination, Destination, HostPattern, Target, TargetHost};
 pub use policy::{CapViolation, OperatorCap, Policy};
 pub use proxy::{Limits, Proxy, ProxyError};
-pub use report::{DestinationTraffic, EgressReport, RefusedAttempt};
 pub use resolver::{Resolver, ResolverError};

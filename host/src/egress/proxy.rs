@@ -34,10 +34,10 @@ use super::address::special_range;
 use super::allowlist::{Target, TargetHost};
 use super::guard::Guard;
 use super::policy::Policy;
-use super::report::{EgressReport, Ledger, Traffic};
+use super::report::{Ledger, Traffic};
 use super::request::{self, printable, target_parts, BadRequest, ProxyRequest};
 use super::sniff::{check_tunnel_start, Carried, Mismatch};
-use crate::record::{EventBody, EventSink};
+use crate::record::{EgressReport, EventBody, EventSink};
 
 /// The event source of the proxy's decisions: its own, so an agent flooding the proxy
 /// exhausts only this source's event budget, never the host's.

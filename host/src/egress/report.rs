@@ -1,7 +1,8 @@
 //! What the proxy saw: connections and bytes per destination, and the refused attempts.
 //!
 //! The report goes into `result.json`: what the agent tried to reach is what a security
-//! reviewer wants to see. A destination is the name asked for and the address dialed
+//! reviewer wants to see. Its shape is the record's ([`EgressReport`], in
+//! [`crate::record`]); the proxy counts here and fills it. A destination is the name asked for and the address dialed
 //! (a name may resolve elsewhere on another connection); a refusal decided on an
 //! address names it too. Refusals are counted per (destination, reason), and only the
 //! first [`MAX_REFUSED_KINDS`] kinds are kept, so an agent that tries a million names
@@ -13,61 +14,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
-
 use super::allowlist::Target;
+use crate::record::{DestinationTraffic, EgressReport, RefusedAttempt};
 
 /// Distinct refused (destination, reason) pairs kept in the report.
 pub const MAX_REFUSED_KINDS: usize = 1000;
-
-/// The proxy's account of a run, for `result.json`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct EgressReport {
-    /// Allowed destinations that were connected to, sorted.
-    pub destinations: Vec<DestinationTraffic>,
-    /// Refused attempts, sorted.
-    pub refused: Vec<RefusedAttempt>,
-    /// Refused attempts of kinds beyond the kept ones.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub refused_not_listed: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DestinationTraffic {
-    /// The host asked for (a name or an address).
-    pub host: String,
-    pub port: u16,
-    /// The address the proxy dialed (`ip:port`); empty in results of earlier
-    /// agentgates.
-    #[serde(default)]
-    pub address: String,
-    pub connections: u64,
-    /// Bytes sent from the sandbox to the destination.
-    pub bytes_up: u64,
-    /// Bytes sent from the destination to the sandbox.
-    pub bytes_down: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RefusedAttempt {
-    /// The host asked for; empty when the request named none.
-    pub host: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<u16>,
-    /// The address (`ip:port`) the refusal was decided on, when the host had been
-    /// resolved (the operator's cap on addresses, special addresses).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub address: Option<String>,
-    pub reason: String,
-    pub attempts: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
 
 /// Live byte counters of one destination, shared by its connections.
 #[derive(Debug, Default)]

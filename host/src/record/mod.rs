@@ -9,6 +9,8 @@
 //!   `gc` writes for a run whose `agentgate` died ([`write_crashed_result`]);
 //! - the change set it carries ([`FileChange`], [`OmittedFile`]); finding it is
 //!   [`crate::changeset`]'s work;
+//! - the egress proxy's account it carries ([`EgressReport`]); counting it is
+//!   [`crate::egress`]'s work;
 //! - events ([`EventSink`]), the agent's output logs ([`OutputLogs`]) and
 //!   `plugins.log`.
 //!
@@ -17,6 +19,7 @@
 
 mod changes;
 mod crashed;
+mod egress;
 mod events;
 mod folder;
 mod logs;
@@ -25,6 +28,7 @@ mod result;
 
 pub use changes::{ChangeKind, EntryKind, FileChange, OmittedFile};
 pub use crashed::{write_crashed_result, CrashedRun};
+pub use egress::{DestinationTraffic, EgressReport, RefusedAttempt};
 pub use events::{EventBody, EventSink, Observer, PhaseStatus, RunEvent};
 pub use folder::{OpenedRunFolder, RunFolder, SandboxState, WORKSPACE_SCRATCH};
 pub use logs::{append_plugin_log, LogSize, OutputLogs, MAX_LOG_BYTES};

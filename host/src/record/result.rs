@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::changes::{FileChange, OmittedFile};
+use super::egress::EgressReport;
 use super::logs::LogSize;
 use super::redact::Redactor;
 
@@ -108,7 +109,7 @@ pub struct RunResult {
     /// Runs whose TaskSpec has `sandbox.egress`: what the egress proxy let through
     /// (connections and bytes per destination) and what it refused, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub egress: Option<crate::egress::EgressReport>,
+    pub egress: Option<EgressReport>,
     /// Entries the agent changed that a copy back from the sandbox to the host left
     /// out, each with the reason. Absent when none was; a run with any is not
     /// `succeeded`.

@@ -130,8 +130,8 @@ fn check_egress(sandbox: &SandboxSpec, execution_path: &str) -> Result<(), SpecE
         ));
     }
     for (index, entry) in egress.allow.iter().enumerate() {
-        crate::egress::Destination::parse(entry).map_err(|message| {
-            SpecError::new(format!("{path}.allow[{index}]"), message)
+        super::Destination::parse(entry).map_err(|error| {
+            SpecError::new(format!("{path}.allow[{index}]"), error.to_string())
                 .with_hint("write host:port, e.g. `api.example.com:443` or `*.example.com:443`")
         })?;
     }

@@ -9,6 +9,7 @@
 //! slow, large or panic. `validate` and `run` both go through `parse`, so they refuse the same.
 
 mod credentials;
+mod destination;
 mod document;
 mod error;
 mod fields;
@@ -29,6 +30,7 @@ mod proptests;
 mod tests;
 
 pub use credentials::{literal_credentials, LiteralCredential};
+pub use destination::{Destination, DestinationError, HostPattern, Target, TargetHost};
 pub use error::SpecError;
 pub use interpolate::Env;
 pub use limits::{read, MAX_DEPTH, MAX_FILE_BYTES, MAX_INTERPOLATED_BYTES, MAX_VALUE_BYTES};

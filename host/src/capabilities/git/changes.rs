@@ -7,10 +7,11 @@
 
 use std::path::Path;
 
-use git2::{Delta, DiffFindOptions, DiffFormat, DiffOptions, Repository};
+use git2::{Delta, DiffFindOptions, DiffOptions, Repository};
 
 use super::error::GitError;
 use super::host_repo::{HostRepo, Parts};
+use crate::changeset::patch_bytes;
 use crate::runtime::bindings::git::{ChangeKind, FileChange};
 
 fn tree_diff<'r>(
@@ -81,18 +82,4 @@ pub fn diff(path: &Path, base: Option<&str>) -> Result<String, GitError> {
     let diff = tree_diff(&host.repo, path, base)?;
     let patch = patch_bytes(&diff).map_err(|e| GitError::repo(path, e))?;
     Ok(String::from_utf8_lossy(&patch).into_owned())
-}
-
-/// `diff` as a unified patch: libgit2 hands out a content line's origin (`+`, `-`, ` `)
-/// apart from its text, and `git apply` needs them joined.
-pub(crate) fn patch_bytes(diff: &git2::Diff<'_>) -> Result<Vec<u8>, git2::Error> {
-    let mut patch = Vec::new();
-    diff.print(DiffFormat::Patch, |_, _, line| {
-        if matches!(line.origin(), '+' | '-' | ' ') {
-            patch.push(line.origin() as u8);
-        }
-        patch.extend_from_slice(line.content());
-        true
-    })?;
-    Ok(patch)
 }

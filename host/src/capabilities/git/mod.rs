@@ -23,8 +23,6 @@ pub mod unit;
 
 mod commit;
 
-pub(crate) use changes::patch_bytes;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
