@@ -79,4 +79,29 @@ mod tests {
             digest(&home.path().canonicalize().unwrap().to_string_lossy())
         );
     }
+
+    /// A run's context carries the identity the engine gave it; a context for
+    /// `describe()` has none, and asking for it is the `unavailable` error.
+    #[test]
+    fn only_a_run_context_has_an_identity() {
+        use crate::capabilities::RunContext;
+        use crate::record::EventSink;
+        use crate::runtime::bindings::types::Error;
+
+        let identity = RunIdentity::new("r1".into(), "pid=1".into(), Path::new("/h"));
+        let run = RunContext::new(
+            identity.clone(),
+            std::sync::Arc::new(EventSink::discard()),
+            Default::default(),
+        );
+        assert_eq!(run.identity().unwrap(), &identity);
+        assert_eq!(run.run_id, "r1");
+        assert_eq!(identity.home, digest("/h"));
+
+        let error = RunContext::describe_only().identity().unwrap_err();
+        assert!(
+            matches!(&error, Error::Unavailable(m) if m.contains("agentgate home")),
+            "{error}"
+        );
+    }
 }

@@ -515,7 +515,9 @@ impl Run<'_> {
             self.host_paths.clone(),
         ));
         self.start_egress(egress_dir).await?;
-        let identity = (self.ctx.identity())
+        let identity = self
+            .ctx
+            .identity()
             .map_err(|e| Outcome::host(format!("identifying this process: {e}")))?;
         let request = requests::sandbox_request(
             self.spec,
