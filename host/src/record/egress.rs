@@ -1,7 +1,6 @@
 //! The egress proxy's account of a run, as `result.json` carries it: what the agent
-//! connected to and what it was refused. The proxy ([`crate::egress`]) counts and
-//! fills it; the record owns its shape, so the result and its schema need not know
-//! the proxy.
+//! connected to and what it was refused. The proxy (`egress`) counts and fills it; the
+//! record owns its shape, so the result and its schema need not know the proxy.
 
 use serde::{Deserialize, Serialize};
 

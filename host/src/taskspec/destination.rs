@@ -3,7 +3,7 @@
 //!
 //! The TaskSpec is checked when it is read, before anything runs, so the syntax of an
 //! entry is the TaskSpec's; what an entry lets through is the egress proxy's
-//! ([`crate::egress`]), which matches what clients ask for against these entries.
+//! (`egress`), which matches what clients ask for against these entries.
 //!
 //! An entry names a port, always: an allowed host is not every service on it. A name is
 //! kept lower-case, without a trailing dot; `*.example.com` stands for the names below
