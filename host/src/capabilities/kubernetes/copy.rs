@@ -1,5 +1,5 @@
 //! Files into and out of a pod: tar over `pods/exec`, as `kubectl cp` does, with the
-//! archive written and read on the host by [`super::transfer`] (links copied as links,
+//! archive written and read on the host by [`crate::beneath::archive`] (links copied as links,
 //! never followed; the pod's archive treated as hostile and bounded). The exec streams
 //! are async and the tar code is blocking: it runs on a blocking thread, fed through
 //! a channel ([`ArchiveIn`], [`ArchiveOut`]).
@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::exec::Target;
-use super::transfer::{self, Bounds, Moved, Stopped, TransferError};
+use crate::beneath::archive::{self as transfer, Bounds, Moved, Stopped, TransferError};
 use crate::capabilities::invalid_spec;
 use crate::runtime::bindings::kubernetes_v0_1_0::cluster::Transfer;
 use crate::runtime::bindings::types::Error;
