@@ -259,6 +259,8 @@ mod tests {
         std::fs::write(root.path().join("file"), "x").unwrap();
         let fd = open_dir(&dir, c".").unwrap();
         let listed = stat_entry(&fd, "file").unwrap();
+        // Kept alive, so that no file made below can reuse its inode.
+        std::fs::hard_link(root.path().join("file"), root.path().join("kept")).unwrap();
         std::fs::remove_file(root.path().join("file")).unwrap();
         mkfifo(&root.path().join("file"));
         let err = open_regular(&fd, "file", Some(identity(&listed))).unwrap_err();
