@@ -3,13 +3,14 @@
 //! copies a workspace to a pod and back with them, `capabilities/kubernetes/copy.rs`).
 //!
 //! The archive that comes back was written by whoever had the tree (an agent), so
-//! [`unpack`] treats it as hostile. Every host path is reached one name at a time from a directory descriptor
-//! opened with `O_NOFOLLOW`, so no link is ever followed: not one planted by an earlier
-//! entry, not a parent directory replaced by a link between entries, not one the
-//! workspace held before. Names are checked before use (no absolute names, no `..`, no
-//! NUL), files are written to a fresh name and renamed into place (never written
-//! through an existing file or hard link), hard links may only point at files of the
-//! same archive, special files are left out and setuid/setgid/sticky bits dropped. The
+//! [`unpack`] treats it as hostile. Every host path is reached one name at a time from
+//! a directory descriptor opened with `O_NOFOLLOW` ([`super::open_dir`]), so no link
+//! is ever followed: not one planted by an earlier entry, not a parent directory
+//! replaced by a link between entries, not one the workspace held before. Names are
+//! checked before use (no absolute names, no `..`, no NUL), files are written to a
+//! fresh name and renamed into place ([`super::NewFile`]: never written through an
+//! existing file or hard link), hard links may only point at files of the same
+//! archive, special files are left out and setuid/setgid/sticky bits dropped. The
 //! bounds count what is written (so a sparse or lying archive cannot grow past them)
 //! and the raw stream too (so a giant name header cannot either).
 //!

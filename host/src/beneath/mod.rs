@@ -33,7 +33,8 @@
 //!   headers and streams cut short; odd names (newlines, escapes) are written as they
 //!   are and shown escaped, so they cannot forge a line of a log.
 //!
-//! Nothing here knows a workspace, a pod or a run: callers say what a refusal means.
+//! Nothing here knows a pod, a repository or a run: callers say what a refusal means.
+//! The walk's messages speak of "the workspace", the tree it reads for the change set.
 
 pub mod archive;
 mod open;

@@ -10,13 +10,12 @@
 //! [`HostRepo::open`] copies the parts that are data (`HEAD`, `packed-refs`, `refs/`,
 //! and when asked `shallow`, `index` and `objects/`: loose objects and packs, never
 //! `objects/info/`) into a temporary repository of the host's own. Each is a regular
-//! file opened by one name relative to its folder without following a link (through
-//! [`crate::beneath`]); a link, a
-//! FIFO or a device is left out, and `.git` itself must be a directory. That repository
-//! gets an empty in-memory config, so no setting rewrites a URL, names a proxy or a
-//! helper, and its work tree is the workspace root whatever `core.worktree` says. What a
-//! call changes (new objects, a ref, the index) is written back the same way: a new
-//! file renamed into place, never through a link.
+//! file opened by one name relative to its folder without following a link (by
+//! [`crate::beneath`]); a link, a FIFO or a device is left out, and `.git` itself must
+//! be a directory. That repository gets an empty in-memory config, so no setting
+//! rewrites a URL, names a proxy or a helper, and its work tree is the workspace root
+//! whatever `core.worktree` says. What a call changes (new objects, a ref, the index)
+//! is written back the same way: a new file renamed into place, never through a link.
 //!
 //! The price is a copy of the object store (in the system's temporary folder) for each
 //! call that needs objects (push, status, diff, commit); `head` and branching copy only
