@@ -31,7 +31,6 @@ pub type Identity = (u64, u64);
 
 /// Why a file beneath a handle was not opened.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum OpenError {
     #[error(transparent)]
     Io(#[from] io::Error),

@@ -13,16 +13,18 @@ use super::open::{identity, Identity, OpenError, DIR_FLAGS};
 /// What one entry costs a walk's bound beyond its path: what a caller keeps for it.
 const ENTRY_COST: u64 = 128;
 
-/// Why a whole walk could not be done.
+/// Why a whole walk could not be done. A caller words it for its own tree (the change
+/// set's `WalkError` says "the workspace").
 #[derive(Debug, thiserror::Error)]
 pub enum WalkError {
-    #[error("reading the workspace root: {0}")]
+    #[error("reading the root: {0}")]
     Root(std::io::Error),
-    #[error("{path} was moved while the workspace was being read")]
-    Moved { path: String },
-    #[error("the workspace holds more entries than {limit} bytes of paths and records allow; it is not read further")]
+    /// A directory on the way back up is not the one the walk came from.
+    #[error("{} was moved while the tree was being read", path.escape_ascii())]
+    Moved { path: Vec<u8> },
+    #[error("the tree holds more entries than {limit} bytes of paths and records allow")]
     TooLarge { limit: u64 },
-    #[error("the workspace was not read to the end within {secs} s")]
+    #[error("the tree was not read to the end within {secs} s")]
     OutOfTime { secs: u64 },
 }
 
@@ -104,9 +106,9 @@ pub fn walk(root: &Dir, bounds: WalkBounds, visitor: &mut impl Visitor) -> Resul
         current = match stack.last() {
             None => break,
             Some(_) if stack.len() == 1 => open_root().map_err(|e| WalkError::Root(e.into()))?,
-            Some(parent) => climb(&current, parent.id).ok_or_else(|| WalkError::Moved {
-                path: crate::escape::name(&done.path),
-            })?,
+            Some(parent) => {
+                climb(&current, parent.id).ok_or(WalkError::Moved { path: done.path })?
+            }
         };
     }
     Ok(())

@@ -23,13 +23,48 @@ use std::time::Instant;
 
 use rustix::fs::{FileType, Stat};
 
-pub use crate::beneath::WalkError;
+use crate::beneath;
 #[cfg(test)]
 pub(super) use crate::beneath::DIR_FLAGS;
 pub(super) use crate::beneath::{
-    identity, open_beneath, read_link, stat_entry, walk, Identity, OpenError, Visitor, WalkBounds,
+    identity, open_beneath, read_link, stat_entry, Identity, OpenError, Visitor, WalkBounds,
 };
 use crate::record::EntryKind;
+
+/// Why a whole walk of the workspace could not be done.
+#[derive(Debug, thiserror::Error)]
+pub enum WalkError {
+    #[error("reading the workspace root: {0}")]
+    Root(std::io::Error),
+    #[error("{path} was moved while the workspace was being read")]
+    Moved { path: String },
+    #[error("the workspace holds more entries than {limit} bytes of paths and records allow; it is not read further")]
+    TooLarge { limit: u64 },
+    #[error("the workspace was not read to the end within {secs} s")]
+    OutOfTime { secs: u64 },
+}
+
+impl From<beneath::WalkError> for WalkError {
+    fn from(error: beneath::WalkError) -> Self {
+        match error {
+            beneath::WalkError::Root(e) => WalkError::Root(e),
+            beneath::WalkError::Moved { path } => WalkError::Moved {
+                path: crate::escape::name(&path),
+            },
+            beneath::WalkError::TooLarge { limit } => WalkError::TooLarge { limit },
+            beneath::WalkError::OutOfTime { secs } => WalkError::OutOfTime { secs },
+        }
+    }
+}
+
+/// Visits every entry under `root`, through that handle only ([`beneath::walk`]).
+pub(super) fn walk(
+    root: &cap_std::fs::Dir,
+    bounds: WalkBounds,
+    visitor: &mut impl Visitor,
+) -> Result<(), WalkError> {
+    Ok(beneath::walk(root, bounds, visitor)?)
+}
 
 /// Why a file of the workspace was not compared; the change set records the reason.
 #[derive(Debug, thiserror::Error)]
