@@ -9,11 +9,13 @@
 //! writes and shows (events, logs, the result), with its secrets masked, is the run
 //! record ([`record`]).
 
+mod beneath;
 pub mod capabilities;
 pub mod changeset;
 pub mod cli;
 pub mod egress;
 pub mod engine;
+mod env_name;
 pub mod escape;
 pub mod gc;
 pub mod history;

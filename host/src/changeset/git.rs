@@ -62,7 +62,9 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use rustix::fs::{FileType, OFlags, Stat};
 use sha1::{Digest, Sha1};
 
-use super::tree_walk::{self, kind_of, Budget, Identity, StatKey, Visitor, WalkBounds, WalkError};
+use super::tree_walk::{
+    self, kind_of, Budget, Identity, OpenError, StatKey, Visitor, WalkBounds, WalkError,
+};
 use super::COLLECT_SECS;
 use crate::record::{ChangeKind, EntryKind, FileChange, OmittedFile, Redactor};
 
@@ -179,7 +181,7 @@ impl Visitor for WorkTree {
             Err(error) => {
                 let kind = kind_of(listed);
                 self.entries
-                    .insert(path.to_vec(), Seen::unreadable(kind, error));
+                    .insert(path.to_vec(), Seen::unreadable(kind, error.to_string()));
                 return None;
             }
         };
@@ -205,7 +207,7 @@ impl Visitor for WorkTree {
                     seen.oid = Some(blob_id(&target));
                     seen.target = target;
                 }
-                Err(error) => seen = Seen::unreadable(kind, error),
+                Err(error) => seen = Seen::unreadable(kind, error.to_string()),
             },
             EntryKind::File if name == b".gitignore" => {
                 self.read_ignore_file(dir, name, path, &stat)
@@ -216,8 +218,8 @@ impl Visitor for WorkTree {
         None
     }
 
-    fn unreadable(&mut self, path: &[u8], error: String) {
-        self.blind.insert(path.to_vec(), error);
+    fn unreadable(&mut self, path: &[u8], error: OpenError) {
+        self.blind.insert(path.to_vec(), error.to_string());
     }
 }
 

@@ -27,7 +27,7 @@ use cap_std::fs::Dir;
 use rustix::fs::{FileType, Stat};
 
 use super::tree_walk::{
-    self, identity, kind_of, Budget, Identity, StatKey, Visitor, WalkBounds, WalkError,
+    self, identity, kind_of, Budget, Identity, OpenError, StatKey, Visitor, WalkBounds, WalkError,
 };
 use super::COLLECT_SECS;
 use crate::record::{ChangeKind, EntryKind, FileChange};
@@ -203,9 +203,9 @@ impl Visitor for Walk<'_> {
         enter.then_some(id)
     }
 
-    fn unreadable(&mut self, path: &[u8], error: String) {
+    fn unreadable(&mut self, path: &[u8], error: OpenError) {
         if let Some(entry) = self.entries.get_mut(path) {
-            entry.state = Err(error);
+            entry.state = Err(error.to_string());
         }
     }
 }
@@ -226,7 +226,7 @@ impl Walk<'_> {
                 let entry = Entry {
                     kind: kind_of(listed),
                     key: None,
-                    state: Err(e),
+                    state: Err(e.to_string()),
                 };
                 return (entry, (0, 0));
             }
@@ -235,7 +235,9 @@ impl Walk<'_> {
         let key = StatKey::of(&stat);
         let content = match kind {
             EntryKind::File => self.hash(dir, name, path, &stat, key),
-            EntryKind::Symlink => tree_walk::read_link(dir, name).map(Content::Symlink),
+            EntryKind::Symlink => tree_walk::read_link(dir, name)
+                .map(Content::Symlink)
+                .map_err(|e| e.to_string()),
             EntryKind::Dir => Ok(Content::Dir),
             EntryKind::Other | EntryKind::Unknown => Ok(Content::Other {
                 rdev: stat.st_rdev as u64,

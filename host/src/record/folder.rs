@@ -10,13 +10,11 @@
 //! shows a bind mount's host path in the sandbox's `/proc/self/mountinfo`, so a HOME
 //! bound from the run's folder would tell the agent where `AGENTGATE_HOME` is.
 
-use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustix::fs::{FileType, Mode, OFlags};
+use crate::beneath::{Folder, OpenError};
 
 use super::logs::{append_plugin_log, OutputLogs};
 use super::redact::Redactor;
@@ -212,85 +210,57 @@ impl RunFolder {
 }
 
 /// A run folder opened to be read back or added to (`agentgate report`, `runs`,
-/// `show`), by the rules the workspace is read by: the folder and each file are opened
-/// without following a symlink, a file is read only when the opened descriptor is a
-/// regular file (a FIFO put in its place neither blocks nor is read), every read is
-/// bounded, and a file is replaced by a rename, never written through whatever is at
-/// its name.
+/// `show`), by the rules the workspace is read by ([`crate::beneath::Folder`]): the
+/// folder and each file are opened without following a symlink, a file is read only
+/// when the opened descriptor is a regular file (a FIFO put in its place neither
+/// blocks nor is read), every read is bounded, and a file is replaced by a rename,
+/// never written through whatever is at its name.
 pub struct OpenedRunFolder {
-    dir: OwnedFd,
+    folder: Folder,
 }
-
-/// How a run folder's file is opened to be read: a FIFO or device must not block the
-/// open, a terminal must not become ours, a symlink is not followed.
-const READ_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::NONBLOCK)
-    .union(OFlags::NOCTTY)
-    .union(OFlags::CLOEXEC);
 
 impl OpenedRunFolder {
     /// Opens the folder at `path`; a symlink there is refused (`ELOOP`/`ENOTDIR`).
     pub fn open(path: &Path) -> std::io::Result<OpenedRunFolder> {
-        let dir = rustix::fs::open(
-            path,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        Ok(OpenedRunFolder { dir })
+        Ok(OpenedRunFolder {
+            folder: Folder::open(path)?,
+        })
     }
 
     /// The regular file `name` of the folder, opened for reading.
     pub fn open_file(&self, name: &str) -> std::io::Result<std::fs::File> {
-        let fd = rustix::fs::openat(&self.dir, name, READ_FLAGS, Mode::empty())?;
-        let kind = FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode);
-        if kind != FileType::RegularFile {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("{name} is not a regular file ({kind:?}); it is not read"),
-            ));
-        }
-        // Reads of a regular file never block; clear the flag all the same.
-        rustix::fs::fcntl_setfl(&fd, OFlags::empty())?;
-        Ok(std::fs::File::from(fd))
+        self.folder.open_file(name).map_err(|e| refused(name, e))
     }
 
     /// At most `max` bytes of the regular file `name`, and whether it held more.
     pub fn read(&self, name: &str, max: u64) -> std::io::Result<(Vec<u8>, bool)> {
-        let mut bytes = Vec::new();
-        self.open_file(name)?
-            .take(max.saturating_add(1))
-            .read_to_end(&mut bytes)?;
-        let cut = bytes.len() as u64 > max;
-        bytes.truncate(max as usize);
-        Ok((bytes, cut))
+        self.folder.read(name, max).map_err(|e| refused(name, e))
     }
 
     /// Writes `name` as a new file and renames it into place: whatever was at the name
     /// (a symlink, a FIFO) is replaced, never written through.
     pub fn replace(&self, name: &str, contents: &[u8]) -> std::io::Result<()> {
-        let temporary = format!(".{name}.{}", uuid::Uuid::new_v4().simple());
-        let fd = rustix::fs::openat(
-            &self.dir,
-            temporary.as_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o600),
-        )?;
-        let written = std::fs::File::from(fd).write_all(contents).and_then(|()| {
-            rustix::fs::renameat(&self.dir, temporary.as_str(), &self.dir, name)
-                .map_err(std::io::Error::from)
-        });
-        if written.is_err() {
-            let _ =
-                rustix::fs::unlinkat(&self.dir, temporary.as_str(), rustix::fs::AtFlags::empty());
-        }
-        written
+        self.folder.replace(name, contents)
+    }
+}
+
+/// Why the file `name` of a run folder was not read, as the readers of a run folder
+/// (`runs`, `show`, `report`) say it.
+fn refused(name: &str, error: OpenError) -> std::io::Error {
+    match error {
+        OpenError::Io(e) => e,
+        OpenError::NotRegular { kind } => std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{name} is not a regular file ({kind:?}); it is not read"),
+        ),
+        other => std::io::Error::other(other),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustix::fs::{FileType, Mode};
     use std::os::unix::fs::PermissionsExt;
 
     #[test]

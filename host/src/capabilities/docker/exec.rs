@@ -61,14 +61,9 @@ pub async fn start(
         .iter()
         .enumerate()
         .map(|(i, v)| {
-            if v.name.is_empty() || v.name.contains('=') {
-                Err(invalid_spec(
-                    &format!("env[{i}].name"),
-                    format!("{:?} is not a valid variable name", v.name),
-                ))
-            } else {
-                Ok(format!("{}={}", v.name, v.value))
-            }
+            crate::env_name::check(&v.name, crate::env_name::Rule::Exec)
+                .map(|()| format!("{}={}", v.name, v.value))
+                .map_err(|invalid| invalid_spec(&format!("env[{i}].name"), invalid.to_string()))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let env = match container.network.egress {

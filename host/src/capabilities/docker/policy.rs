@@ -125,14 +125,9 @@ pub fn container_config(
         .enumerate()
         .filter(|(_, var)| !egress_env.iter().any(|(name, _)| *name == var.name))
         .map(|(i, var)| {
-            if var.name.is_empty() || var.name.contains('=') || var.name.contains('\0') {
-                Err(invalid_spec(
-                    &format!("env[{i}].name"),
-                    format!("{:?} is not a valid variable name", var.name),
-                ))
-            } else {
-                Ok(format!("{}={}", var.name, var.value))
-            }
+            crate::env_name::check(&var.name, crate::env_name::Rule::Exec)
+                .map(|()| format!("{}={}", var.name, var.value))
+                .map_err(|invalid| invalid_spec(&format!("env[{i}].name"), invalid.to_string()))
         })
         .chain(
             egress_env

@@ -10,12 +10,12 @@
 //! [`HostRepo::open`] copies the parts that are data (`HEAD`, `packed-refs`, `refs/`,
 //! and when asked `shallow`, `index` and `objects/`: loose objects and packs, never
 //! `objects/info/`) into a temporary repository of the host's own. Each is a regular
-//! file opened by one name relative to its folder without following a link; a link, a
-//! FIFO or a device is left out, and `.git` itself must be a directory. That repository
-//! gets an empty in-memory config, so no setting rewrites a URL, names a proxy or a
-//! helper, and its work tree is the workspace root whatever `core.worktree` says. What a
-//! call changes (new objects, a ref, the index) is written back the same way: a new
-//! file renamed into place, never through a link.
+//! file opened by one name relative to its folder without following a link (by
+//! [`crate::beneath`]); a link, a FIFO or a device is left out, and `.git` itself must
+//! be a directory. That repository gets an empty in-memory config, so no setting
+//! rewrites a URL, names a proxy or a helper, and its work tree is the workspace root
+//! whatever `core.worktree` says. What a call changes (new objects, a ref, the index)
+//! is written back the same way: a new file renamed into place, never through a link.
 //!
 //! The price is a copy of the object store (in the system's temporary folder) for each
 //! call that needs objects (push, status, diff, commit); `head` and branching copy only
@@ -23,15 +23,15 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
 use git2::{Config, Repository};
-use rustix::fs::{FileType, Mode, OFlags};
+use rustix::fs::Mode;
 use rustix::io::Errno;
 
 use super::error::GitError;
+use crate::beneath::{self, NewFile, OpenError};
 
 /// How much of the workspace's repository a call needs.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -62,9 +62,9 @@ impl HostRepo {
             path: root.display().to_string(),
             detail,
         };
-        let root_dir = open_dir_at(rustix::fs::CWD, root)
+        let root_dir = beneath::open_dir(rustix::fs::CWD, root)
             .map_err(|e| fail(format!("cannot open the workspace: {e}")))?;
-        let workspace_git = match open_dir_at(&root_dir, ".git") {
+        let workspace_git = match beneath::open_dir(&root_dir, ".git") {
             Ok(fd) => fd,
             Err(Errno::LOOP | Errno::NOTDIR) => {
                 return Err(fail(
@@ -107,7 +107,7 @@ impl HostRepo {
             return Err(std::io::Error::other("HEAD is missing or not a file"));
         }
         copy_file(from, "packed-refs", &to.join("packed-refs"))?;
-        if let Ok(refs) = open_dir_at(from, "refs") {
+        if let Ok(refs) = beneath::open_dir(from, "refs") {
             copy_tree(&refs, &to.join("refs"))?;
         }
         if parts == Parts::Refs {
@@ -117,15 +117,15 @@ impl HostRepo {
         if parts == Parts::WorkTree {
             copy_file(from, "index", &to.join("index"))?;
         }
-        let Ok(objects) = open_dir_at(from, "objects") else {
+        let Ok(objects) = beneath::open_dir(from, "objects") else {
             return Ok(());
         };
-        for (name, _) in names(&objects)? {
+        for name in names(&objects)? {
             if name == "pack" {
-                let Ok(packs) = open_dir_at(&objects, "pack") else {
+                let Ok(packs) = beneath::open_dir(&objects, "pack") else {
                     continue;
                 };
-                for (file, _) in names(&packs)? {
+                for file in names(&packs)? {
                     if file.starts_with("pack-")
                         && (file.ends_with(".pack") || file.ends_with(".idx"))
                     {
@@ -133,11 +133,11 @@ impl HostRepo {
                     }
                 }
             } else if is_hex(&name, 2) {
-                let Ok(fanout) = open_dir_at(&objects, name.as_str()) else {
+                let Ok(fanout) = beneath::open_dir(&objects, name.as_str()) else {
                     continue;
                 };
                 std::fs::create_dir_all(to.join("objects").join(&name))?;
-                for (file, _) in names(&fanout)? {
+                for file in names(&fanout)? {
                     if is_hex(&file, 38)
                         && copy_file(&fanout, &file, &to.join("objects").join(&name).join(&file))?
                     {
@@ -212,64 +212,41 @@ fn is_hex(name: &str, len: usize) -> bool {
     name.len() == len && name.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// The directory `name` under `at`, refusing a link at that name.
-fn open_dir_at(at: impl AsFd, name: impl rustix::path::Arg) -> Result<OwnedFd, Errno> {
-    rustix::fs::openat(
-        at,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-}
-
 /// The directory `name` under `at`, made when absent; a link there is refused.
 fn make_dir_at(at: &OwnedFd, name: &str) -> std::io::Result<OwnedFd> {
-    match rustix::fs::mkdirat(at, name, Mode::from_raw_mode(0o755)) {
-        Ok(()) | Err(Errno::EXIST) => {}
-        Err(e) => return Err(e.into()),
-    }
-    Ok(open_dir_at(at, name)?)
+    Ok(beneath::make_dir(at, name, Mode::from_raw_mode(0o755))?)
 }
 
-/// The names in the directory open at `dir`, `.` and `..` left out.
-fn names(dir: &OwnedFd) -> std::io::Result<Vec<(String, FileType)>> {
-    let mut names = Vec::new();
-    let mut listing = rustix::fs::Dir::read_from(dir)?;
-    while let Some(entry) = listing.read() {
-        let entry = entry?;
-        let Ok(name) = entry.file_name().to_str() else {
-            continue;
-        };
-        if name != "." && name != ".." {
-            names.push((name.to_string(), entry.file_type()));
-        }
-    }
-    Ok(names)
+/// The names in the directory open at `dir` (those that are text), `.` and `..`
+/// left out.
+fn names(dir: &OwnedFd) -> std::io::Result<Vec<String>> {
+    Ok(beneath::list(dir)?
+        .into_iter()
+        .filter_map(|(name, _)| String::from_utf8(name).ok())
+        .collect())
 }
 
 /// Copies `name` under `at` to `to` if it is a regular file; false if it is absent or
 /// anything else (a link, a FIFO, a device, a directory).
 fn copy_file(at: &OwnedFd, name: &str, to: &Path) -> std::io::Result<bool> {
-    let fd = match rustix::fs::openat(
-        at,
-        name,
-        // Non-blocking, so that a FIFO does not hang the open.
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR | Errno::ISDIR | Errno::NXIO) => {
+    let mut file = match beneath::open_regular(at, name, None) {
+        Ok(file) => file,
+        Err(OpenError::NotRegular { .. }) => return Ok(false),
+        Err(OpenError::Io(e))
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOENT | libc::ELOOP | libc::ENOTDIR | libc::EISDIR | libc::ENXIO)
+            ) =>
+        {
             return Ok(false)
         }
-        Err(e) => return Err(e.into()),
+        Err(OpenError::Io(e)) => return Err(e),
+        Err(e) => return Err(std::io::Error::other(e)),
     };
-    if FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode) != FileType::RegularFile {
-        return Ok(false);
-    }
     if let Some(parent) = to.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    std::io::copy(&mut File::from(fd), &mut File::create(to)?)?;
+    std::io::copy(&mut file, &mut File::create(to)?)?;
     Ok(true)
 }
 
@@ -277,8 +254,8 @@ fn copy_file(at: &OwnedFd, name: &str, to: &Path) -> std::io::Result<bool> {
 /// included, links and special files left out.
 fn copy_tree(from: &OwnedFd, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
-    for (name, _) in names(from)? {
-        match open_dir_at(from, name.as_str()) {
+    for name in names(from)? {
+        match beneath::open_dir(from, name.as_str()) {
             Ok(sub) => copy_tree(&sub, &to.join(&name))?,
             Err(_) => {
                 copy_file(from, &name, &to.join(&name))?;
@@ -291,23 +268,13 @@ fn copy_tree(from: &OwnedFd, to: &Path) -> std::io::Result<()> {
 /// Replaces `name` under `dir` with `bytes`: written to a new file, then renamed over
 /// whatever was there (a link at `name` is replaced, never followed).
 fn replace_file(dir: &OwnedFd, name: &str, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let temp = format!(".agentgate-{}-{name}.tmp", uuid::Uuid::now_v7().simple());
-    let fd = rustix::fs::openat(
-        dir,
-        temp.as_str(),
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(mode),
-    )?;
-    let written = File::from(fd).write_all(bytes);
-    let renamed = written.and_then(|()| Ok(rustix::fs::renameat(dir, temp.as_str(), dir, name)?));
-    if renamed.is_err() {
-        let _ = rustix::fs::unlinkat(dir, temp.as_str(), rustix::fs::AtFlags::empty());
-    }
-    renamed
+    NewFile::write(dir, name, bytes, Mode::from_raw_mode(mode))
 }
 
 #[cfg(test)]
 mod tests {
+    use rustix::fs::FileType;
+
     use super::*;
 
     /// A repository with one commit on `main`, made with libgit2.

@@ -1,5 +1,5 @@
 //! Files into and out of a pod: tar over `pods/exec`, as `kubectl cp` does, with the
-//! archive written and read on the host by [`super::transfer`] (links copied as links,
+//! archive written and read on the host by [`crate::beneath::archive`] (links copied as links,
 //! never followed; the pod's archive treated as hostile and bounded). The exec streams
 //! are async and the tar code is blocking: it runs on a blocking thread, fed through
 //! a channel ([`ArchiveIn`], [`ArchiveOut`]).
@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::exec::Target;
-use super::transfer::{self, Bounds, Moved, Stopped, TransferError};
+use crate::beneath::archive::{self as transfer, Bounds, Moved, Stopped, TransferError};
 use crate::capabilities::invalid_spec;
 use crate::runtime::bindings::kubernetes_v0_1_0::cluster::Transfer;
 use crate::runtime::bindings::types::Error;
@@ -261,13 +261,22 @@ fn cut() -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, "the copy was cut")
 }
 
+/// Why a copy was cut while its worker was still moving the archive.
+#[derive(Debug, thiserror::Error)]
+enum Cut {
+    #[error("the copy did not finish within its bound of {secs}s ({bytes} bytes had moved)")]
+    Total { secs: u64, bytes: u64 },
+    #[error("no byte moved for {secs}s ({bytes} bytes had moved): tar in the pod does not answer")]
+    Idle { secs: u64, bytes: u64 },
+}
+
 /// Waits for `worker` while bytes keep moving; `Err` says why the copy is cut.
 async fn watch<T>(
     worker: &mut tokio::task::JoinHandle<T>,
     progress: &Progress,
     deadline: Instant,
     time: Time,
-) -> Result<Result<T, tokio::task::JoinError>, String> {
+) -> Result<Result<T, tokio::task::JoinError>, Cut> {
     let mut seen = 0;
     let mut moved_at = Instant::now();
     loop {
@@ -282,17 +291,16 @@ async fn watch<T>(
             moved_at = now;
         }
         if now >= deadline {
-            return Err(format!(
-                "the copy did not finish within its bound of {}s ({bytes} bytes had moved)",
-                time.total.as_secs()
-            ));
+            return Err(Cut::Total {
+                secs: time.total.as_secs(),
+                bytes,
+            });
         }
         if now.duration_since(moved_at) >= time.idle {
-            return Err(format!(
-                "no byte moved for {}s ({bytes} bytes had moved): tar in the pod does not \
-                 answer",
-                time.idle.as_secs()
-            ));
+            return Err(Cut::Idle {
+                secs: time.idle.as_secs(),
+                bytes,
+            });
         }
     }
 }

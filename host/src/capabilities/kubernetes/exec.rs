@@ -118,16 +118,8 @@ fn quoted(value: &str) -> String {
 fn env_block(request: &ExecRequest, marker: &str) -> Result<Vec<u8>, Error> {
     let mut block = String::new();
     for (i, var) in request.env.iter().enumerate() {
-        let valid =
-            var.name.bytes().enumerate().all(|(j, b)| {
-                b == b'_' || b.is_ascii_alphabetic() || (j > 0 && b.is_ascii_digit())
-            });
-        if var.name.is_empty() || !valid {
-            return Err(invalid_spec(
-                &format!("env[{i}].name"),
-                format!("{:?} is not a valid variable name", var.name),
-            ));
-        }
+        crate::env_name::check(&var.name, crate::env_name::Rule::Shell)
+            .map_err(|invalid| invalid_spec(&format!("env[{i}].name"), invalid.to_string()))?;
         if var.value.contains('\0') {
             return Err(invalid_spec(
                 &format!("env[{i}].value"),

@@ -28,7 +28,7 @@ mod objects;
 mod pod;
 mod scope;
 mod stats;
-pub mod transfer;
+use crate::beneath::archive as transfer;
 pub mod unit;
 
 use std::collections::BTreeMap;

@@ -226,21 +226,8 @@ pub fn secret(
 ) -> Result<Secret, Error> {
     let mut data = BTreeMap::new();
     for (i, var) in request.env.iter().enumerate() {
-        let valid = !var.name.is_empty()
-            && var
-                .name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-            && !var.name.as_bytes()[0].is_ascii_digit();
-        if !valid {
-            return Err(invalid_spec(
-                &format!("env[{i}].name"),
-                format!(
-                    "{:?} is not a variable name a pod can have (letters, digits, _, - or ., not starting with a digit)",
-                    var.name
-                ),
-            ));
-        }
+        crate::env_name::check(&var.name, crate::env_name::Rule::Kubernetes)
+            .map_err(|invalid| invalid_spec(&format!("env[{i}].name"), invalid.to_string()))?;
         data.insert(var.name.clone(), ByteString(var.value.clone().into_bytes()));
     }
     Ok(Secret {

@@ -214,6 +214,10 @@ impl Launch {
                 cwd.display()
             )));
         }
+        for (i, var) in request.env.iter().enumerate() {
+            crate::env_name::check(&var.name, crate::env_name::Rule::Exec)
+                .map_err(|invalid| invalid_spec(&format!("env[{i}].name"), invalid.to_string()))?;
+        }
         if request.inherit_env && !matches!(isolation, Isolation::Host) {
             return Err(invalid_spec(
                 "inherit-env",
@@ -814,5 +818,35 @@ mod tests {
             "{:?}",
             error.map(|r| r.err())
         );
+    }
+
+    #[test]
+    fn a_variable_name_a_process_cannot_hold_is_refused() {
+        let spawn = |name: &str| SpawnRequest {
+            argv: vec!["true".into()],
+            cwd: "/".into(),
+            env: vec![crate::runtime::bindings::types::EnvVar {
+                name: name.into(),
+                value: "v".into(),
+            }],
+            inherit_env: false,
+            stdin: None,
+            keep_stdin_open: false,
+            timeout_ms: None,
+            isolation: IsolationRequest {
+                sealed: None,
+                limits: None,
+                network: None,
+            },
+        };
+        for bad in ["", "A=B", "A\0B"] {
+            let result = Launch::from_request(spawn(bad), &BindScope::default());
+            assert!(
+                matches!(&result, Err(Error::InvalidSpec(f)) if f.path == "env[0].name"),
+                "{bad:?}"
+            );
+        }
+        let launch = Launch::from_request(spawn("GOOD_1"), &BindScope::default()).unwrap();
+        assert_eq!(launch.env, [("GOOD_1".to_owned(), "v".to_owned())]);
     }
 }

@@ -1,14 +1,16 @@
-//! Files between the host and a pod, as tar: [`pack`] a workspace into an archive for
-//! `copy-in`, [`unpack`] the pod's archive into the workspace for `copy-out`.
+//! A tree as tar, and tar back into a tree: [`pack`] a folder into an archive,
+//! [`unpack`] an archive someone else wrote into a folder (the Kubernetes capability
+//! copies a workspace to a pod and back with them, `capabilities/kubernetes/copy.rs`).
 //!
-//! The archive that comes back was written by the agent, so [`unpack`] treats it as
-//! hostile. Every host path is reached one name at a time from a directory descriptor
-//! opened with `O_NOFOLLOW`, so no link is ever followed: not one planted by an earlier
-//! entry, not a parent directory replaced by a link between entries, not one the
-//! workspace held before. Names are checked before use (no absolute names, no `..`, no
-//! NUL), files are written to a fresh name and renamed into place (never written
-//! through an existing file or hard link), hard links may only point at files of the
-//! same archive, special files are left out and setuid/setgid/sticky bits dropped. The
+//! The archive that comes back was written by whoever had the tree (an agent), so
+//! [`unpack`] treats it as hostile. Every host path is reached one name at a time from
+//! a directory descriptor opened with `O_NOFOLLOW` ([`super::open_dir`]), so no link
+//! is ever followed: not one planted by an earlier entry, not a parent directory
+//! replaced by a link between entries, not one the workspace held before. Names are
+//! checked before use (no absolute names, no `..`, no NUL), files are written to a
+//! fresh name and renamed into place ([`super::NewFile`]: never written through an
+//! existing file or hard link), hard links may only point at files of the same
+//! archive, special files are left out and setuid/setgid/sticky bits dropped. The
 //! bounds count what is written (so a sparse or lying archive cannot grow past them)
 //! and the raw stream too (so a giant name header cannot either).
 //!
@@ -37,6 +39,9 @@ use std::rc::Rc;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
+
+use super::open::{list, open_dir, READ_FLAGS};
+use super::write::{remove_tree, temporary_name, NewFile};
 
 /// How much one copy may move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,7 +227,7 @@ impl<W: Write> Packer<'_, W> {
                 self.builder
                     .append_data(&mut header, archive_path, io::empty())
                     .map_err(|source| TransferError::Write { source })?;
-                let child = open_directory(dir, name).map_err(|e| io_error(path, e))?;
+                let child = open_dir(dir, name).map_err(|e| io_error(path, e))?;
                 self.directory(child.as_fd(), path)
             }
             FileType::Symlink => {
@@ -241,17 +246,8 @@ impl<W: Write> Packer<'_, W> {
                 Ok(())
             }
             _ => {
-                let fd = rustix::fs::openat(
-                    dir,
-                    name,
-                    OFlags::RDONLY
-                        | OFlags::NOFOLLOW
-                        | OFlags::CLOEXEC
-                        | OFlags::NOCTTY
-                        | OFlags::NONBLOCK,
-                    Mode::empty(),
-                )
-                .map_err(|e| io_error(path, e))?;
+                let fd = rustix::fs::openat(dir, name, READ_FLAGS, Mode::empty())
+                    .map_err(|e| io_error(path, e))?;
                 // What was opened is what is read: the size comes from the open file.
                 let opened = rustix::fs::fstat(&fd).map_err(|e| io_error(path, e))?;
                 if FileType::from_raw_mode(opened.st_mode) != FileType::RegularFile {
@@ -483,11 +479,11 @@ impl Unpacker<'_> {
     ) -> Result<OwnedFd, TransferError> {
         let mut current = rustix::io::dup(&self.root).map_err(|e| io_error(b"", e))?;
         for (depth, name) in parents.iter().enumerate() {
-            let child = match open_directory(current.as_fd(), name) {
+            let child = match open_dir(current.as_fd(), *name) {
                 Err(Errno::NOENT) => {
                     rustix::fs::mkdirat(current.as_fd(), *name, Mode::from_raw_mode(0o755))
                         .map_err(|e| io_error(&parents[..=depth].join(&b'/'), e))?;
-                    open_directory(current.as_fd(), name)
+                    open_dir(current.as_fd(), *name)
                 }
                 other => other,
             };
@@ -517,41 +513,32 @@ impl Unpacker<'_> {
         mode: Mode,
         content: &mut impl Read,
     ) -> Result<u64, TransferError> {
-        let temporary = temporary_name();
-        let fd = rustix::fs::openat(
-            parent,
-            &temporary,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o600),
-        )
-        .map_err(|e| io_error(path, e))?;
-        let mut file = File::from(fd);
-        let room = self.bounds.max_bytes.saturating_sub(self.moved.bytes);
-        let copied = copy_at_most(content, &mut file, room);
-        let outcome = match copied {
-            Ok(Some(written)) => rustix::fs::fchmod(&file, mode)
-                .map(|()| written)
-                .map_err(|e| io_error(path, e)),
-            Ok(None) => Err(TransferError::TooManyBytes {
-                entry: shown(path),
-                limit: self.bounds.max_bytes,
-            }),
-            Err(source) => Err(TransferError::Io {
+        let mut new = NewFile::create(parent, Mode::from_raw_mode(0o600)).map_err(|source| {
+            TransferError::Io {
                 path: shown(path),
                 source,
-            }),
+            }
+        })?;
+        let room = self.bounds.max_bytes.saturating_sub(self.moved.bytes);
+        let written = match copy_at_most(content, new.file(), room) {
+            Ok(Some(written)) => written,
+            Ok(None) => {
+                return Err(TransferError::TooManyBytes {
+                    entry: shown(path),
+                    limit: self.bounds.max_bytes,
+                })
+            }
+            Err(source) => {
+                return Err(TransferError::Io {
+                    path: shown(path),
+                    source,
+                })
+            }
         };
-        drop(file);
-        match outcome {
-            Ok(written) => {
-                place(parent, &temporary, name).map_err(|e| io_error(path, e))?;
-                Ok(written)
-            }
-            Err(error) => {
-                let _ = rustix::fs::unlinkat(parent, &temporary, AtFlags::empty());
-                Err(error)
-            }
-        }
+        rustix::fs::fchmod(new.file(), mode).map_err(|e| io_error(path, e))?;
+        remove_directory_in_the_way(parent, name).map_err(|e| io_error(path, e))?;
+        new.place(name).map_err(|e| io_error(path, e))?;
+        Ok(written)
     }
 
     /// A hard link, only to a regular file this archive wrote (so never to anything
@@ -634,7 +621,7 @@ impl Unpacker<'_> {
             prefix.extend_from_slice(&name);
             if !self.present.contains(prefix.as_slice()) {
                 remove_tree(dir, &name).map_err(|e| io_error(prefix, e))?;
-            } else if let Ok(child) = open_directory(dir, &name) {
+            } else if let Ok(child) = open_dir(dir, name.as_slice()) {
                 self.remove_absent(child.as_fd(), prefix)?;
             }
             prefix.truncate(mark);
@@ -682,7 +669,7 @@ fn make_directory(parent: BorrowedFd<'_>, name: &[u8], mode: Mode) -> Result<(),
         Err(Errno::NOENT) => rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700))?,
         Err(e) => return Err(e),
     }
-    let dir = open_directory(parent, name)?;
+    let dir = open_dir(parent, name)?;
     rustix::fs::fchmod(&dir, mode | Mode::RWXU)
 }
 
@@ -695,26 +682,19 @@ fn symlink(parent: BorrowedFd<'_>, name: &[u8], target: &[u8]) -> Result<(), Err
 
 /// Renames `temporary` over `name` in `parent`; a directory in the way is removed first.
 fn place(parent: BorrowedFd<'_>, temporary: &[u8], name: &[u8]) -> Result<(), Errno> {
+    remove_directory_in_the_way(parent, name)?;
+    rustix::fs::renameat(parent, temporary, parent, name)
+}
+
+/// Removes the directory at `name`, if that is what is there: an entry of the archive
+/// replaces it.
+fn remove_directory_in_the_way(parent: BorrowedFd<'_>, name: &[u8]) -> Result<(), Errno> {
     if let Ok(stat) = rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
         if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
             remove_tree(parent, name)?;
         }
     }
-    rustix::fs::renameat(parent, temporary, parent, name)
-}
-
-/// Removes `name` from `parent`, and everything under it when it is a directory,
-/// without following a link.
-fn remove_tree(parent: BorrowedFd<'_>, name: &[u8]) -> Result<(), Errno> {
-    match rustix::fs::unlinkat(parent, name, AtFlags::empty()) {
-        Err(Errno::ISDIR | Errno::PERM) => {}
-        other => return other,
-    }
-    let dir = open_directory(parent, name)?;
-    for child in child_names(dir.as_fd(), b"").map_err(|_| Errno::IO)? {
-        remove_tree(dir.as_fd(), &child)?;
-    }
-    rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR)
+    Ok(())
 }
 
 /// Copies at most `room` bytes; `None` when `from` has more.
@@ -731,21 +711,18 @@ fn copy_at_most(from: &mut impl Read, to: &mut impl Write, room: u64) -> io::Res
 
 /// The names in a directory, sorted (so archives are reproducible), without `.`/`..`.
 fn child_names(dir: BorrowedFd<'_>, path: &[u8]) -> Result<Vec<Vec<u8>>, TransferError> {
-    let fd = rustix::fs::openat(
-        dir,
-        c".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| io_error(path, e))?;
-    let mut names = Vec::new();
-    for entry in rustix::fs::Dir::read_from(&fd).map_err(|e| io_error(path, e))? {
-        let entry = entry.map_err(|e| io_error(path, e))?;
-        let name = entry.file_name().to_bytes();
-        if name != b"." && name != b".." {
-            names.push(name.to_vec());
-        }
-    }
+    let mut names: Vec<_> = list(dir)
+        .map_err(|source| TransferError::Io {
+            path: if path.is_empty() {
+                ".".to_owned()
+            } else {
+                shown(path)
+            },
+            source,
+        })?
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
     names.sort();
     Ok(names)
 }
@@ -760,21 +737,6 @@ fn open_root(root: &Path) -> Result<OwnedFd, TransferError> {
         path: root.display().to_string(),
         source: e.into(),
     })
-}
-
-fn open_directory(parent: BorrowedFd<'_>, name: &[u8]) -> Result<OwnedFd, Errno> {
-    rustix::fs::openat(
-        parent,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-}
-
-/// A name no archive entry can take before it is renamed away (entries are checked
-/// one at a time, and the rename comes right after the write).
-fn temporary_name() -> Vec<u8> {
-    format!(".agentgate-transfer-{}", uuid::Uuid::new_v4().simple()).into_bytes()
 }
 
 /// A name as shown to people: ASCII, with newlines, escapes and other bytes escaped.
