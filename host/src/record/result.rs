@@ -25,8 +25,8 @@ pub fn result_schema() -> serde_json::Value {
     schema
 }
 
-/// How a run ended: `status` in `result.json`, and through [`RunStatus::exit_code`] the exit
-/// code of `agentgate run`.
+/// How a run ended: `status` in `result.json`; each status has its exit code of
+/// `agentgate run`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum RunStatus {
@@ -71,7 +71,7 @@ impl RunStatus {
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunResult {
-    /// The format's version, [`RESULT_VERSION`] when written.
+    /// The format's version: bumped when a field changes meaning or disappears, or one is added.
     pub version: u32,
     /// The run's id, also the name of its folder under `runs/`.
     pub run_id: String,
