@@ -125,7 +125,7 @@ pub struct Limits {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Execution {
-    /// Where the agent's working tree comes from, and what happens to it afterwards.
+    /// Where the agent's working tree comes from: its source and the source's settings.
     pub workspace: WorkspaceSpec,
     /// Provider `none` when the document has no sandbox block.
     #[serde(default = "SandboxSpec::absent")]
