@@ -25,22 +25,36 @@ pub const MAX_PATCH_BYTES: u64 = 8 << 20;
 /// The most of `result.json` or `taskspec.json` read back: far above what a run writes.
 const MAX_RECORD_BYTES: u64 = 64 << 20;
 
+/// Why the runs of a home could not be listed, or a run not found.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
+    /// The home's `runs/` folder could not be read.
     #[error("cannot read the runs of {}: {source}", home.display())]
     Home {
+        /// The home whose runs were asked for.
         home: PathBuf,
+        /// Why `runs/` could not be read.
         source: std::io::Error,
     },
+    /// No run's id is, or starts with, the one asked for.
     #[error(
         "no run {wanted:?} in {}; `agentgate runs` lists them",
         home.display()
     )]
-    NotFound { home: PathBuf, wanted: String },
+    NotFound {
+        /// The home searched.
+        home: PathBuf,
+        /// The id, or start of one, asked for.
+        wanted: String,
+    },
+    /// More than one run's id starts with the one asked for.
     #[error("{wanted:?} names {count} runs ({}); give more of the id", examples.join(", "))]
     Ambiguous {
+        /// The start of an id asked for.
         wanted: String,
+        /// How many runs' ids start with it.
         count: usize,
+        /// Up to three of those ids, for the message.
         examples: Vec<String>,
     },
 }
@@ -48,11 +62,15 @@ pub enum HistoryError {
 /// One run as its folder (and, while it has no result, the registry) records it.
 #[derive(Debug)]
 pub struct RecordedRun {
+    /// The run's id: the name of its folder.
     pub run_id: String,
+    /// `AGENTGATE_HOME/runs/<run-id>/`.
     pub folder: PathBuf,
+    /// What is known of how the run ended, or that it has not.
     pub record: Record,
 }
 
+/// What a run folder says of its end: its result, or why there is none to read.
 #[derive(Debug)]
 pub enum Record {
     /// The run is over: its `result.json`.
@@ -61,8 +79,12 @@ pub enum Record {
     /// cleans up and writes the result); `None` when the registry does not know the
     /// run either.
     Pending {
+        /// The TaskSpec's `metadata.name`, from the registry; `None` when it does not know the
+        /// run.
         name: Option<String>,
+        /// When the run started, in milliseconds since the Unix epoch, from the registry.
         started_ms: Option<u64>,
+        /// `running` or `orphaned`; `None` when the registry does not know the run.
         state: Option<RunState>,
     },
     /// `result.json` is there but cannot be read.
@@ -73,21 +95,32 @@ pub enum Record {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct RunSummary {
+    /// The run's id: 32 hex digits of a UUIDv7, so ids sort by start.
     pub run_id: String,
+    /// The TaskSpec's `metadata.name`; absent when neither the result, the run's
+    /// `taskspec.json` nor the registry names it.
     pub name: Option<String>,
     /// A `result.json` status (`succeeded`, `failed`, `timedOut`, …), or `running`,
     /// `orphaned`, `unknown` (no result and no registry row), `unreadable`.
     pub status: String,
     /// RFC 3339.
     pub started_at: Option<String>,
+    /// The whole run, as `result.json` gives it; absent until the run has a result.
     pub duration_ms: Option<u64>,
+    /// The TaskSpec's `sandbox.provider`, when known.
     pub provider: Option<String>,
+    /// The TaskSpec's `agent.driver`, when known.
     pub driver: Option<String>,
+    /// Entries in the result's `modifiedFiles`; absent without a result, or for a crashed run,
+    /// which never compared its workspace.
     pub files_changed: Option<usize>,
     /// Reported by the agent driver, when it reports them.
     pub input_tokens: Option<u64>,
+    /// Reported by the agent driver, when it reports them.
     pub output_tokens: Option<u64>,
+    /// In US dollars, reported by the agent driver, when it reports it.
     pub cost_usd: Option<f64>,
+    /// The run's folder.
     pub folder: PathBuf,
 }
 

@@ -7,11 +7,15 @@
 
 use serde::{Deserialize, Serialize};
 
+/// How an entry changed during the run: `change` in `modifiedFiles`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ChangeKind {
+    /// The entry did not exist before the run.
     Added,
+    /// Its kind, content, mode, owner or link target differs from before the run.
     Modified,
+    /// The entry existed before the run and is gone.
     Deleted,
     /// Moved from `from` (git workspaces: found by content similarity, as `git diff -M`).
     Renamed,
@@ -32,11 +36,15 @@ impl std::fmt::Display for ChangeKind {
     }
 }
 
+/// What an entry is: `kind` in `modifiedFiles`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum EntryKind {
+    /// A regular file.
     File,
+    /// A directory.
     Dir,
+    /// A symbolic link (its target is compared, never followed).
     Symlink,
     /// A FIFO, socket or device node.
     Other,
@@ -50,7 +58,9 @@ pub struct FileChange {
     /// `/`-separated, relative to the workspace root, escaped by
     /// [`crate::escape::name`]: lossless, printable, one line.
     pub path: String,
+    /// How it changed.
     pub change: ChangeKind,
+    /// What it is (after the run; before it, for `deleted`).
     pub kind: EntryKind,
     /// Why the entry could not be read (for `unreadable`, and `added` entries whose
     /// content could not be read).
@@ -72,5 +82,7 @@ pub struct FileChange {
 pub struct OmittedFile {
     /// Escaped like `modifiedFiles`' paths.
     pub path: String,
+    /// Why the patch leaves it out (too large, not a file, content before the run not kept, not
+    /// comparable).
     pub reason: String,
 }

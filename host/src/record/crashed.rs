@@ -11,13 +11,23 @@ use super::result::{RunResult, RunStatus, SandboxInfo, WorkspaceRecord, RESULT_V
 
 /// What the registry knew of the run.
 pub struct CrashedRun<'a> {
+    /// The run's id, the name of its folder under `runs/`.
     pub run_id: &'a str,
+    /// The TaskSpec's `metadata.name`.
     pub name: &'a str,
+    /// The run's folder, where `result.json` is written.
     pub folder: &'a Path,
+    /// The `agentgate` process that ran it, as the registry names it
+    /// (`pid=…,start=…,boot=…,pidns=…`); the error names it.
     pub owner: &'a str,
+    /// When the run started: the result's `startedAt`.
     pub started: SystemTime,
+    /// The owner's last heartbeat in the registry; the error names it.
     pub last_heartbeat: SystemTime,
+    /// The sandbox provider, once the run began creating a sandbox; without one the result has
+    /// no `sandbox`.
     pub provider: Option<&'a str>,
+    /// The provider's id for the sandbox, once it was created.
     pub sandbox_id: Option<&'a str>,
     /// The container the sandbox is, as the run recorded it (see
     /// `RunContext::host_object`).

@@ -25,18 +25,22 @@ const MAX_EVENTS_PER_SOURCE: u64 = 200_000;
 /// without it, a flood of maximal fields fills 200 000 × 16 KiB = 3.2 GB of disk.
 const MAX_EVENT_BYTES_PER_SOURCE: u64 = 64 << 20;
 
+/// One line of `events.ndjson`: when, from whom, and what happened (`type` and its fields).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunEvent {
     /// RFC 3339 time with milliseconds.
     pub ts: String,
+    /// The run it belongs to.
     pub run_id: String,
     /// `host` or the plugin's name.
     pub source: String,
+    /// What happened; its `type` and fields sit beside `ts`, `runId` and `source`.
     #[serde(flatten)]
     pub body: EventBody,
 }
 
+/// What an event says, tagged by `type` (`phase`, `progress`, `log`, …).
 #[derive(Debug, Clone, Serialize)]
 #[serde(
     tag = "type",
@@ -46,46 +50,77 @@ pub struct RunEvent {
 pub enum EventBody {
     /// A lifecycle phase of the run started or ended.
     Phase {
+        /// `plugins`, `workspace`, `sandbox`, `agent` or `cleanup`.
         phase: String,
+        /// Whether the phase started, finished or failed.
         status: PhaseStatus,
+        /// Why the phase failed; absent otherwise.
         #[serde(skip_serializing_if = "Option::is_none")]
         message: Option<String>,
     },
+    /// A plugin's report of how far a step has got.
     Progress {
+        /// A short machine-readable step, e.g. `clone`, `pull`, `agent`.
         phase: String,
+        /// What is happening, for people.
         message: String,
+        /// Units done so far, when the plugin counts them.
         #[serde(skip_serializing_if = "Option::is_none")]
         current: Option<u64>,
+        /// Units in all, when the plugin knows.
         #[serde(skip_serializing_if = "Option::is_none")]
         total: Option<u64>,
     },
+    /// A log line from a plugin or the host.
     Log {
+        /// `trace`, `debug`, `info`, `warn` or `error`.
         level: &'static str,
+        /// What is logged.
         message: String,
     },
+    /// Text the agent said.
     AgentMessage {
+        /// The text, masked and cut to 16 KiB like every string of an event.
         text: String,
     },
+    /// The agent called a tool.
     ToolCall {
+        /// The agent's id for the call, which its `toolResult` repeats.
         id: String,
+        /// The tool's name, as the agent names it.
         name: String,
+        /// The tool's input as JSON text.
         input: String,
     },
+    /// What a tool call returned.
     ToolResult {
+        /// The id of the `toolCall` it answers.
         id: String,
+        /// What the tool returned, as text.
         output: String,
+        /// Whether the tool reported failure.
         is_error: bool,
     },
+    /// Token use and cost as the agent driver reports them: some drivers per turn, some once
+    /// for the whole session.
     Usage {
+        /// Tokens the model read.
         input_tokens: u64,
+        /// Tokens the model wrote.
         output_tokens: u64,
+        /// Tokens read from the model's prompt cache.
         cache_read_tokens: u64,
+        /// Tokens written to the model's prompt cache.
         cache_write_tokens: u64,
+        /// In US dollars; absent when the agent reports no cost (Codex).
         #[serde(skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
     },
+    /// A line of raw output from the agent process.
     Output {
+        /// `stdout` or `stderr`.
         pipe: &'static str,
+        /// The line as the driver read it.
         line: String,
     },
     /// A plugin's call outside the scope the operator granted it (see
@@ -100,6 +135,7 @@ pub enum EventBody {
         /// The grants.yaml line that would allow the call; empty when no grant can
         /// (a path out of the workspace).
         allow: String,
+        /// The refusal as the plugin and the operator read it: the call, the plugin and why.
         message: String,
     },
     /// The sandbox's resource use, sampled through the run (see
@@ -107,8 +143,10 @@ pub enum EventBody {
     Resources {
         /// CPU use since the previous sample; 100 is one core busy all the time.
         cpu_percent: f64,
+        /// Memory in use, in MiB (to a tenth).
         #[serde(rename = "memoryMB")]
         memory_mb: f64,
+        /// Processes in the sandbox, as its provider counts them.
         pids: u32,
     },
     /// A decision of the egress proxy (see `egress`): a connection let through to
@@ -116,13 +154,16 @@ pub enum EventBody {
     Egress {
         /// The host asked for; empty when the request named none.
         host: String,
+        /// The port asked for; absent when the request named none.
         #[serde(skip_serializing_if = "Option::is_none")]
         port: Option<u16>,
         /// The address (`ip:port`) dialed, or the one the refusal was decided on; none
         /// when the decision came before resolution.
         #[serde(skip_serializing_if = "Option::is_none")]
         address: Option<String>,
+        /// True when the connection was let through.
         allowed: bool,
+        /// `allowed: …` with what and where, or the refusal's code and detail.
         reason: String,
     },
 }
@@ -205,16 +246,23 @@ impl EventBody {
     }
 }
 
+/// How a run's phase stands in a `phase` event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum PhaseStatus {
+    /// The phase began.
     Started,
+    /// The phase ended without failing the run.
     Finished,
+    /// The phase failed the run; the event's `message` says why.
     Failed,
 }
 
+/// Sees every event after masking and the source's budget (the CLI's live display or `--json`).
 pub type Observer = Box<dyn Fn(&RunEvent) + Send + Sync>;
 
+/// Where a run's events go: masked, cut, counted against their source's budget, appended to
+/// `events.ndjson` and handed to the observer. Shared by the host and every plugin of the run.
 pub struct EventSink {
     run_id: String,
     /// Events one source may report in this run.
@@ -260,6 +308,8 @@ impl EventSink {
         }
     }
 
+    /// Records `body` from `source` (`host` or a plugin's name), unless the source has spent
+    /// its budget; the first event over it cuts the source off with one warning.
     pub fn emit(&self, source: &str, body: EventBody) {
         if self.exhausted(source) {
             return;
@@ -283,6 +333,7 @@ impl EventSink {
         }
     }
 
+    /// Records that the run's `phase` started, finished or failed, from `host`.
     pub fn phase(&self, phase: &str, status: PhaseStatus, message: Option<String>) {
         self.emit(
             "host",
@@ -294,6 +345,7 @@ impl EventSink {
         );
     }
 
+    /// Records a log line from `host` at `level` (`info`, `warn`, …).
     pub fn host_log(&self, level: &'static str, message: impl Into<String>) {
         self.emit(
             "host",

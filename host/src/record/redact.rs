@@ -21,6 +21,7 @@ use aho_corasick::AhoCorasick;
 const MIN_SECRET_LEN: usize = 4;
 const MASK: &[u8] = b"***";
 
+/// Masks a run's secret values as `***`; the default masks nothing.
 #[derive(Debug, Default, Clone)]
 pub struct Redactor {
     /// `None` when there is nothing to mask.
@@ -30,6 +31,8 @@ pub struct Redactor {
 }
 
 impl Redactor {
+    /// A redactor for `secrets` and each of their lines; values shorter than 4 bytes are not
+    /// masked.
     pub fn new(secrets: impl IntoIterator<Item = String>) -> Redactor {
         let mut needles: Vec<String> = Vec::new();
         for secret in secrets {
@@ -47,6 +50,7 @@ impl Redactor {
         Redactor { needles, longest }
     }
 
+    /// `text` with each stretch covered by secrets replaced by one `***`.
     pub fn apply(&self, text: String) -> String {
         if let Cow::Owned(bytes) = self.apply_bytes(text.as_bytes()) {
             // Needles are whole UTF-8 strings or lines of them, so the masked spans
@@ -57,6 +61,7 @@ impl Redactor {
         text
     }
 
+    /// [`Redactor::apply`] for bytes; borrowed when nothing is masked.
     pub fn apply_bytes<'a>(&self, data: &'a [u8]) -> Cow<'a, [u8]> {
         if self.spans(data).is_empty() {
             return Cow::Borrowed(data);

@@ -26,6 +26,8 @@ pub fn result_schema() -> serde_json::Value {
     schema
 }
 
+/// How a run ended: `status` in `result.json`; each status has its exit code of
+/// `agentgate run`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum RunStatus {
@@ -65,18 +67,26 @@ impl RunStatus {
     }
 }
 
+/// `result.json`: what one run did and how it ended, written once at its end; for a run that
+/// crashed, by `agentgate gc`.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunResult {
+    /// The format's version: bumped when a field changes meaning or disappears, or one is added.
     pub version: u32,
+    /// The run's id, also the name of its folder under `runs/`.
     pub run_id: String,
+    /// The TaskSpec's `metadata.name`.
     pub name: String,
+    /// How the run ended.
     pub status: RunStatus,
     /// The agent's exit code, when it ran to an end.
     pub exit_code: Option<i32>,
+    /// Why the run did not succeed, naming every shortfall; absent when it succeeded.
     pub error: Option<String>,
     /// When the run began: for `agentgate run`, when it began finding the plugins.
     pub started_at: String,
+    /// When the result was made: RFC 3339 with milliseconds, like `startedAt`.
     pub finished_at: String,
     /// The whole run as its caller waited for it, from `startedAt` to the result:
     /// plugin loading included.
@@ -85,9 +95,13 @@ pub struct RunResult {
     /// or loading from the cache the plugins the run uses, from `startedAt`),
     /// `workspace`, `sandbox`, `agent`, `cleanup`.
     pub phases: BTreeMap<String, u64>,
+    /// The run's plugins by role (`workspace`, `sandbox`, `agent`); empty for a crashed run.
     pub plugins: BTreeMap<String, PluginRecord>,
+    /// Where the agent worked; absent when the run ended before its workspace was ready.
     pub workspace: Option<WorkspaceRecord>,
+    /// The sandbox the agent ran in; absent when none was created.
     pub sandbox: Option<SandboxInfo>,
+    /// What the agent driver reported; absent unless the agent ran to an end.
     pub agent: Option<AgentRecord>,
     /// Every entry (file, directory, symlink, other) the run added, modified or
     /// deleted in the workspace, or could not read, by escaped path; see
@@ -131,10 +145,13 @@ pub struct PatchRecord {
     pub omitted: Vec<OmittedFile>,
 }
 
+/// `logs` in `result.json`: what `stdout.log` and `stderr.log` kept.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LogsRecord {
+    /// `stdout.log`: the agent's standard output.
     pub stdout: LogSize,
+    /// `stderr.log`: the agent's standard error.
     pub stderr: LogSize,
 }
 
@@ -185,12 +202,17 @@ impl RunResult {
     }
 }
 
+/// One of the run's three plugins, as loaded for it.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PluginRecord {
+    /// The plugin's name, e.g. `sandbox-docker`.
     pub name: String,
+    /// The version the plugin declares.
     pub version: String,
+    /// `sha256:<hex>` of the component file.
     pub digest: String,
+    /// `built-in`, or the path of the component file it was loaded from.
     pub origin: String,
 }
 
@@ -199,33 +221,48 @@ pub struct PluginRecord {
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceRecord {
+    /// The TaskSpec's `workspace.source` (`fresh`, `local`, `git`, …).
     pub source: String,
+    /// The workspace's root folder on the host.
     pub root: String,
+    /// Whether the sandbox got the workspace read-only.
     pub readonly: bool,
+    /// The source's one line about the workspace, e.g. `local /src/app (read-only)`.
     pub description: String,
     /// The commit the workspace was at when it was prepared (git repositories only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
 }
 
+/// `sandbox` in `result.json`, in the reference system's `SandboxInfo` shape.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxInfo {
+    /// The TaskSpec's `sandbox.provider`.
     pub provider: String,
     /// Set by container providers.
     pub container_id: Option<String>,
+    /// The provider's id for the sandbox (a container id, a process group, …).
     pub id: String,
+    /// The isolation in force, in the provider's words, with the egress proxy's added when the
+    /// run had one; empty for a crashed run.
     pub isolation: String,
+    /// Measured when the agent was done; absent when the sandbox could not report it.
     pub resource_usage: Option<ResourceUsage>,
+    /// From the sandbox's creation to its removal, in milliseconds; 0 for a crashed run.
     pub duration_ms: u64,
 }
 
+/// The sandbox's resource use when the agent was done.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceUsage {
+    /// Average CPU use over the sandbox's life; 100 is one core busy all the time.
     pub cpu_percent: f64,
+    /// Memory in use at the end, in MiB (to a tenth).
     #[serde(rename = "memoryMB")]
     pub memory_mb: f64,
+    /// The most memory in use at once, in MiB (to a tenth).
     #[serde(rename = "peakMemoryMB")]
     pub peak_memory_mb: f64,
     /// The kernel killed a process of the sandbox for lack of memory.
@@ -233,14 +270,22 @@ pub struct ResourceUsage {
     pub oom_killed: bool,
 }
 
+/// `agent` in `result.json`: what the agent driver reported when the agent was done.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentRecord {
+    /// The TaskSpec's `agent.driver`.
     pub driver: String,
+    /// Whether the agent reports that it completed the task.
     pub success: bool,
+    /// The agent's session id, when it has one (Claude Code, Codex).
     pub session_id: Option<String>,
+    /// The agent's turns, when the driver counts them.
     pub turns: Option<u32>,
+    /// `{inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens, costUsd}` for the whole
+    /// session, when the driver reports it; `costUsd` is null when the agent gives no cost.
     pub usage: Option<serde_json::Value>,
+    /// The agent's final message, or its error; absent when it gave none.
     pub summary: Option<String>,
 }
 
@@ -320,5 +365,6 @@ mod tests {
 pub struct LeftOutFile {
     /// The path below the workspace, escaped like `modifiedFiles` paths.
     pub path: String,
+    /// Why it was left out, e.g. a symlink in the sandbox, a file over a cap.
     pub reason: String,
 }

@@ -94,10 +94,14 @@ impl Tracker {
         self.with(|r| r.workspace_prepared(&self.run_id, workspace, temporary, record))
     }
 
+    /// Records where the sandbox's private state folder will be, before it is made.
     pub fn sandbox_state_chosen(&self, state: &Path) -> Result<(), RegistryError> {
         self.with(|r| r.sandbox_state_chosen(&self.run_id, state))
     }
 
+    /// Records the run's sandbox before `provider` is asked to create it: the workspace it
+    /// binds and its `mounts` (JSON), so a crash during creation still leaves a row that says
+    /// where to look.
     pub fn sandbox_creating(
         &self,
         provider: &str,
@@ -115,6 +119,7 @@ impl Tracker {
         })
     }
 
+    /// The provider created the sandbox `id`; `container_id` when that sandbox is a container.
     pub fn sandbox_created(
         &self,
         id: &str,
@@ -123,6 +128,7 @@ impl Tracker {
         self.with(|r| r.sandbox_created(&self.run_id, id, container_id))
     }
 
+    /// The run's own cleanup destroyed its sandbox.
     pub fn sandbox_destroyed(&self) -> Result<(), RegistryError> {
         self.with(|r| r.sandbox_ended(&self.run_id, "destroyed"))
     }
@@ -156,10 +162,13 @@ impl Drop for Tracker {
     }
 }
 
+/// Why a run could not be recorded in the registry; the run is then refused.
 #[derive(Debug, thiserror::Error)]
 pub enum TrackError {
+    /// This process's identity could not be read from `/proc`.
     #[error("cannot tell which process this is (for the sandbox registry): {0}")]
     Owner(std::io::Error),
+    /// The registry could not be opened or written.
     #[error(transparent)]
     Registry(#[from] RegistryError),
 }

@@ -55,18 +55,27 @@ const WAL_CHECKPOINT_PAGES: u32 = 100;
 /// How long a writer waits for another process's transaction.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// What went wrong with `registry.db`; each message names the file, and the fix if any.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
+    /// The home folder could not be created.
     #[error("cannot create {}: {source}", path.display())]
     Create {
+        /// The home folder.
         path: PathBuf,
+        /// Why it could not be created.
         source: std::io::Error,
     },
+    /// SQLite failed on the database.
     #[error("sandbox registry {}: {source}", path.display())]
     Sqlite {
+        /// The database file.
         path: PathBuf,
+        /// What SQLite said.
         source: rusqlite::Error,
     },
+    /// The file is not a SQLite database (overwritten or damaged); the message says how to
+    /// start afresh.
     #[error(
         "sandbox registry {path} is damaged ({source}), so no run can be recorded for cleanup \
          after a crash; move it aside (mv {path} {path}.damaged, and its -wal and -shm files \
@@ -75,23 +84,35 @@ pub enum RegistryError {
         path = path.display()
     )]
     Corrupt {
+        /// The database file.
         path: PathBuf,
+        /// What SQLite said.
         source: rusqlite::Error,
     },
+    /// The file system cannot do write-ahead logging (some network mounts).
     #[error(
         "sandbox registry {} cannot use write-ahead logging (journal mode {mode}); put \
          AGENTGATE_HOME on a local file system",
         path.display()
     )]
-    NoWal { path: PathBuf, mode: String },
+    NoWal {
+        /// The database file.
+        path: PathBuf,
+        /// The journal mode SQLite kept instead.
+        mode: String,
+    },
+    /// A newer agentgate migrated the database past the schema this one knows.
     #[error(
         "sandbox registry {} has schema version {found}, newer than this agentgate knows \
          ({known}); use a newer agentgate with this home",
         path.display()
     )]
     TooNew {
+        /// The database file.
         path: PathBuf,
+        /// The database's schema version.
         found: u32,
+        /// The newest schema version this agentgate knows.
         known: u32,
     },
 }
@@ -101,9 +122,13 @@ pub enum RegistryError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunState {
+    /// Its owner is at work on it, or died without recording an end.
     Running,
+    /// It ended and left nothing behind (or gc removed what it left).
     Finished,
+    /// Its owner died before the end; gc cleaned up after it and wrote its `result.json`.
     Crashed,
+    /// Only computed, never stored: a `running` run whose owner is gone.
     Orphaned,
     /// The run ended, but its cleanup left something (a container, a pod, a cgroup,
     /// the sandbox's state folder): `gc` retries it on every pass until it is gone,
@@ -142,19 +167,26 @@ impl std::fmt::Display for RunState {
 /// A run as it starts.
 #[derive(Debug, Clone)]
 pub struct NewRun<'a> {
+    /// The run's id.
     pub run_id: &'a str,
+    /// The TaskSpec's `metadata.name`.
     pub name: &'a str,
+    /// The run's folder, `AGENTGATE_HOME/runs/<run-id>/`.
     pub folder: &'a Path,
+    /// The `agentgate` process running it.
     pub owner: &'a Owner,
 }
 
 /// A sandbox as its creation starts: the id comes later ([`Registry::sandbox_created`]).
 #[derive(Debug, Clone)]
 pub struct NewSandbox<'a> {
+    /// The run the sandbox belongs to.
     pub run_id: &'a str,
+    /// The TaskSpec's `sandbox.provider`.
     pub provider: &'a str,
     /// The prefix of the names of the cgroups the host makes for the run's processes.
     pub cgroup: &'a str,
+    /// The workspace's root on the host, bound into the sandbox.
     pub workspace: &'a Path,
     /// `sandbox.mounts` as JSON.
     pub mounts: String,
@@ -164,17 +196,28 @@ pub struct NewSandbox<'a> {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunRow {
+    /// The run's id.
     pub run_id: String,
+    /// The TaskSpec's `metadata.name`.
     pub name: String,
+    /// The run's folder on the host.
     pub folder: String,
     /// [`Owner`] in its label form, kept as text so a row a newer agentgate wrote
     /// still lists.
     pub owner: String,
+    /// The state as stored; see [`super::effective_state`] for `orphaned`.
     pub state: RunState,
+    /// The `status` of the run's `result.json` once it ended (`crashed` when gc wrote it,
+    /// `unknown` when gc found the run had finished after all); absent while it runs.
     pub status: Option<String>,
+    /// When the run started, in milliseconds since the Unix epoch.
     pub started_ms: u64,
+    /// The owner's last heartbeat (every 10 s while the run lasts), in milliseconds since the
+    /// Unix epoch.
     pub heartbeat_ms: u64,
+    /// When the run ended, in milliseconds since the Unix epoch; absent while it runs.
     pub finished_ms: Option<u64>,
+    /// The workspace's root on the host, once prepared.
     pub workspace: Option<String>,
     /// The source meant the workspace to be removed when the run ends. gc keeps it
     /// all the same: the run never collected what its agent did there.
@@ -184,23 +227,33 @@ pub struct RunRow {
     pub workspace_record: Option<String>,
     /// The sandbox's private state folder, once chosen (before it is created).
     pub sandbox_state: Option<String>,
+    /// The run's sandbox, once its creation began.
     pub sandbox: Option<SandboxRow>,
 }
 
+/// A run's sandbox, as listed.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxRow {
+    /// The TaskSpec's `sandbox.provider`.
     pub provider: String,
+    /// The provider's id for the sandbox; absent until it was created.
     pub sandbox_id: Option<String>,
+    /// The sandbox's container, when it is one.
     pub container_id: Option<String>,
+    /// The prefix of the names of the cgroups the host makes for the run's processes.
     pub cgroup: Option<String>,
+    /// The workspace's root on the host, bound into the sandbox.
     pub workspace: String,
+    /// `sandbox.mounts` as recorded; null when the stored JSON cannot be read.
     pub mounts: serde_json::Value,
+    /// When its creation began, in milliseconds since the Unix epoch.
     pub created_ms: u64,
     /// `creating`, `live`, `destroyed` or `reaped`.
     pub state: String,
 }
 
+/// An open connection to `AGENTGATE_HOME/registry.db`.
 pub struct Registry {
     path: PathBuf,
     conn: Connection,
@@ -415,6 +468,8 @@ impl Registry {
         Ok(())
     }
 
+    /// The provider created the sandbox `sandbox_id` (a container when `container_id` is set);
+    /// the sandbox is `live`.
     pub fn sandbox_created(
         &self,
         run_id: &str,

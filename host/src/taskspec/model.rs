@@ -25,10 +25,13 @@ pub struct TaskSpec {
     pub api_version: String,
     /// Always `TaskSpec`.
     pub kind: String,
+    /// The task's name and bookkeeping.
     pub metadata: Metadata,
+    /// What to do (goal, limits) and where to do it (execution).
     pub spec: Spec,
 }
 
+/// `metadata`: the task's name (in `result.json` and `agentgate runs`) and its labels.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Metadata {
@@ -36,29 +39,36 @@ pub struct Metadata {
     #[serde(deserialize_with = "fields::name")]
     #[schemars(length(min = 1, max = 128))]
     pub name: String,
+    /// 1 to 64 characters; accepted and kept, not acted on by the execution host.
     #[serde(default, deserialize_with = "fields::namespace")]
     #[schemars(length(min = 1, max = 64))]
     pub namespace: Option<String>,
+    /// Free-form names to strings; accepted and kept, not acted on by the execution host.
     #[serde(default, deserialize_with = "fields::string_map")]
     pub labels: BTreeMap<String, String>,
+    /// Free-form names to strings; accepted and kept, not acted on by the execution host.
     #[serde(default, deserialize_with = "fields::string_map")]
     pub annotations: BTreeMap<String, String>,
 }
 
+/// `spec`: the goal, the limits and the execution block.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Spec {
     /// None when the document is only an execution block; the CLI's `--prompt` supplies it.
     #[serde(default)]
     pub goal: Option<Goal>,
+    /// The run's limits; none when the document sets none.
     #[serde(default)]
     pub convergence: Option<Convergence>,
+    /// The workspace, sandbox and agent the task runs with.
     pub execution: Execution,
     /// Accepted and kept verbatim; not acted on by the execution host yet.
     #[serde(default)]
     pub delivery: Option<serde_json::Value>,
 }
 
+/// `goal`: what the agent is asked to do.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Goal {
@@ -66,17 +76,21 @@ pub struct Goal {
     #[serde(deserialize_with = "fields::prompt")]
     #[schemars(length(min = 1))]
     pub prompt: String,
+    /// Background for the agent, given after the prompt; none when absent.
     #[serde(default)]
     pub context: Option<String>,
 }
 
+/// `convergence`: when the agent must stop.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Convergence {
+    /// Every limit is optional; none set means none applies.
     #[serde(default)]
     pub limits: Limits,
 }
 
+/// `convergence.limits`: the bounds handed to the agent driver, and the run's wall clock.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Limits {
@@ -84,6 +98,7 @@ pub struct Limits {
     #[serde(default, deserialize_with = "fields::max_iterations")]
     #[schemars(range(min = 1, max = 10000))]
     pub max_iterations: Option<u32>,
+    /// The run times out after this long, when it is shorter than `sandbox.resources.timeout`.
     #[serde(
         default,
         deserialize_with = "fields::duration_opt",
@@ -91,6 +106,8 @@ pub struct Limits {
     )]
     #[schemars(schema_with = "schema::duration")]
     pub max_wall_clock: Option<Duration>,
+    /// The token budget of the whole task (input and output of every turn); `agent.maxTokens`
+    /// bounds one answer.
     #[serde(default, deserialize_with = "fields::tokens_opt")]
     #[schemars(range(min = 1, max = 1_000_000_000))]
     pub max_tokens: Option<u64>,
@@ -104,31 +121,40 @@ pub struct Limits {
     pub max_cost_usd: Option<f64>,
 }
 
+/// `execution`: where the task runs and which agent runs it.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Execution {
+    /// Where the agent's working tree comes from: its source and the source's settings.
     pub workspace: WorkspaceSpec,
     /// Provider `none` when the document has no sandbox block.
     #[serde(default = "SandboxSpec::absent")]
     pub sandbox: SandboxSpec,
+    /// The agent driver and its settings; all defaults when absent.
     #[serde(default)]
     pub agent: AgentSpec,
 }
 
+/// `sandbox`: the provider that isolates the agent, and what it gives the agent.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxSpec {
     /// `docker`, `subprocess`, `none` or a plugin's name; `docker` when the block is present.
     #[serde(default = "SandboxSpec::default_provider")]
     pub provider: String,
+    /// The container image (`docker`, `kubernetes`); `subprocess` and `none` ignore it.
     #[serde(default)]
     pub image: Option<String>,
+    /// Limits on what the sandbox may use, and the run's timeout.
     #[serde(default)]
     pub resources: Resources,
+    /// The sandbox's network: `none`, `bridge` (the default) or `host`.
     #[serde(default)]
     pub network: Network,
+    /// Host folders bound into the sandbox; only folders the operator lists (`grants.yaml`).
     #[serde(default)]
     pub mounts: Vec<Mount>,
+    /// Environment variables set for every command in the sandbox.
     #[serde(default, deserialize_with = "fields::string_map")]
     pub environment: BTreeMap<String, String>,
     /// Absolute path inside the sandbox.
@@ -137,6 +163,7 @@ pub struct SandboxSpec {
         deserialize_with = "fields::absolute_path"
     )]
     pub workdir: String,
+    /// Options for the provider plugin, checked against its own schema (`pids`, `user`, …).
     #[serde(default)]
     pub options: Options,
     /// Where the sandbox may connect; absent, the `network` mode alone decides.
@@ -182,6 +209,7 @@ impl SandboxSpec {
     }
 }
 
+/// `sandbox.resources`: a limit left unset is not imposed by agentgate.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Resources {
@@ -236,12 +264,16 @@ impl Default for Resources {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Network {
+    /// No network.
     None,
+    /// Outbound access through the provider's network (Docker's bridge; slirp4netns).
     #[default]
     Bridge,
+    /// The host's network; Docker refuses it without the operator's grant.
     Host,
 }
 
+/// One entry of `sandbox.mounts`: a host folder bound into the sandbox.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Mount {
@@ -250,17 +282,23 @@ pub struct Mount {
     /// Absolute path inside the sandbox.
     #[serde(deserialize_with = "fields::absolute_path")]
     pub target: String,
+    /// Whether the sandbox may only read it; false unless set.
     #[serde(default)]
     pub readonly: bool,
 }
 
+/// `agent`: which agent driver runs the agent, and what it tells the agent.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentSpec {
+    /// The agent driver: `claude-code-subscription` (the default), `claude-code-api`,
+    /// `openai-codex`, `claude-agent-sdk`, `command` or a plugin's driver.
     #[serde(default = "AgentSpec::default_driver")]
     pub driver: String,
+    /// The model the driver asks for; unset leaves the agent's own default.
     #[serde(default)]
     pub model: Option<String>,
+    /// The most tokens one answer of the model may have; 200000 unless set.
     #[serde(
         default = "AgentSpec::default_max_tokens",
         deserialize_with = "fields::tokens"
@@ -271,14 +309,19 @@ pub struct AgentSpec {
     #[serde(default, deserialize_with = "fields::temperature")]
     #[schemars(range(min = 0, max = 2))]
     pub temperature: Option<f64>,
+    /// Instructions added to the agent's system prompt (Claude Code appends them).
     #[serde(default)]
     pub system_prompt: Option<String>,
+    /// Tools allowed or forbidden by the agent's own names (Claude Code's `Bash`, `Read`, …).
     #[serde(default)]
     pub tools: Vec<Tool>,
+    /// Which kinds of action the agent may take.
     #[serde(default)]
     pub capabilities: Capabilities,
+    /// MCP servers the agent may start, by name.
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, McpServer>,
+    /// Options for the driver plugin, checked against its schema (`command`, `maxRetries`, …).
     #[serde(default)]
     pub options: Options,
 }
@@ -309,12 +352,16 @@ impl Default for AgentSpec {
     }
 }
 
+/// One entry of `agent.tools`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Tool {
+    /// The agent's name for the tool (Claude Code: `Bash`, `Read`, `WebFetch`, …).
     pub name: String,
+    /// False forbids the tool; true unless set.
     #[serde(default = "enabled")]
     pub enabled: bool,
+    /// The tool's settings, handed to the driver as JSON.
     #[serde(default)]
     pub config: Options,
 }
@@ -327,22 +374,30 @@ fn enabled() -> bool {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Capabilities {
+    /// Reading and writing files; allowed when unset.
     #[serde(default)]
     pub file_system: Option<bool>,
+    /// Network tools (fetching, searching the web); allowed when unset.
     #[serde(default)]
     pub network: Option<bool>,
+    /// Running shell commands; allowed when unset.
     #[serde(default)]
     pub shell: Option<bool>,
+    /// A browser; not allowed when unset.
     #[serde(default)]
     pub browser: Option<bool>,
 }
 
+/// One entry of `agent.mcpServers`: an MCP server the agent starts over stdio.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct McpServer {
+    /// The program that runs the server, in the sandbox.
     pub command: String,
+    /// Its arguments.
     #[serde(default)]
     pub args: Vec<String>,
+    /// Environment variables for the server's process.
     #[serde(default, deserialize_with = "fields::string_map")]
     pub env: BTreeMap<String, String>,
 }
