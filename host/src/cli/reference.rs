@@ -104,10 +104,11 @@ fn item(out: &mut String, name: &str, arg: &Arg) {
     if arg.is_required_set() && arg.get_long().is_some() {
         facts.push("Required.".to_string());
     }
-    if matches!(
+    let repeatable = matches!(
         arg.get_action(),
         clap::ArgAction::Append | clap::ArgAction::Count
-    ) {
+    );
+    if repeatable && !help.to_lowercase().contains("repeatable") {
         facts.push("Repeatable.".to_string());
     }
     let values: Vec<String> = arg
@@ -151,6 +152,7 @@ fn list_item(out: &mut String, name: &str, text: &str) {
         &one_line(paragraphs.next().unwrap_or("")),
         WIDTH,
         first.len(),
+        2,
     );
     if let Some(head) = lines.first_mut() {
         head.insert_str(0, &first);
@@ -161,7 +163,7 @@ fn list_item(out: &mut String, name: &str, text: &str) {
     for paragraph in paragraphs {
         lines.push(String::new());
         lines.extend(
-            wrap(&one_line(paragraph), WIDTH, 2)
+            wrap(&one_line(paragraph), WIDTH, 2, 2)
                 .into_iter()
                 .map(|l| format!("  {l}")),
         );
@@ -233,7 +235,7 @@ fn about(command: &Command) -> String {
 /// `text` ending as a sentence: clap drops the period a one-line doc comment ends with.
 fn sentence(text: &str) -> String {
     let mut text = text.trim().to_string();
-    if text.ends_with(|c: char| c.is_alphanumeric() || c == '`') {
+    if text.ends_with(|c: char| c.is_alphanumeric() || c == '`' || c == ')') {
         text.push('.');
     }
     text
@@ -242,7 +244,7 @@ fn sentence(text: &str) -> String {
 /// Writes `text` as wrapped paragraphs.
 fn paragraph(out: &mut String, text: &str) {
     for paragraph in text.trim().split("\n\n").filter(|p| !p.trim().is_empty()) {
-        for line in wrap(&one_line(paragraph), WIDTH, 0) {
+        for line in wrap(&one_line(paragraph), WIDTH, 0, 0) {
             let _ = writeln!(out, "{line}");
         }
         out.push('\n');
@@ -253,15 +255,16 @@ fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Greedy word wrap; `first` columns of the first line are taken by a prefix.
-fn wrap(text: &str, width: usize, first: usize) -> Vec<String> {
+/// Greedy word wrap; `first` columns of the first line and `rest` of the others are
+/// taken by a prefix.
+fn wrap(text: &str, width: usize, first: usize, rest: usize) -> Vec<String> {
     let mut lines = vec![String::new()];
     let mut used = first;
     for word in text.split_whitespace() {
         let line = lines.last_mut().expect("one line at least");
         if !line.is_empty() && used + 1 + word.len() > width {
             lines.push(word.to_string());
-            used = word.len();
+            used = rest + word.len();
         } else {
             if !line.is_empty() {
                 line.push(' ');
@@ -327,7 +330,8 @@ mod tests {
 
     #[test]
     fn wrap_is_greedy_and_keeps_long_words() {
-        assert_eq!(super::wrap("a bb ccc", 4, 0), ["a bb", "ccc"]);
-        assert_eq!(super::wrap("abcdefgh x", 4, 2), ["abcdefgh", "x"]);
+        assert_eq!(super::wrap("a bb ccc", 4, 0, 0), ["a bb", "ccc"]);
+        assert_eq!(super::wrap("abcdefgh x", 4, 2, 0), ["abcdefgh", "x"]);
+        assert_eq!(super::wrap("a b c", 4, 0, 2), ["a b", "c"]);
     }
 }
