@@ -308,7 +308,7 @@ mod tests {
         if rendered == COMMITTED {
             return;
         }
-        if std::env::var_os("AGENTGATE_BLESS").is_some() {
+        if std::env::var_os("AGENTGATE_BLESS").is_some_and(|v| !v.is_empty()) {
             let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/cli.md");
             std::fs::write(&path, &rendered).expect("write docs/cli.md");
             return;
@@ -317,10 +317,7 @@ mod tests {
             .lines()
             .zip(COMMITTED.lines())
             .position(|(a, b)| a != b)
-            .map_or_else(
-                || rendered.lines().count().min(COMMITTED.lines().count()),
-                |i| i,
-            );
+            .unwrap_or_else(|| rendered.lines().count().min(COMMITTED.lines().count()));
         panic!(
             "docs/cli.md is not the reference the CLI renders (first difference at line {}); \
              regenerate it with `AGENTGATE_BLESS=1 cargo test -p agentgate --lib cli::reference`",
