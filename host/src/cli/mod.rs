@@ -12,6 +12,8 @@ mod gc;
 mod interrupt;
 mod plugins;
 mod progress;
+#[cfg(test)]
+mod reference;
 mod report;
 mod run;
 mod runs;
