@@ -15,9 +15,9 @@ use tokio::sync::mpsc;
 use wasmtime::component::Resource;
 
 use crate::record::OutputLogs;
-use crate::runtime::bindings::execution::{HostExecution, Output};
-use crate::runtime::bindings::types::{Error, ExitStatus, ResourceUsage};
 use crate::runtime::PluginState;
+use crate::wit::execution::{HostExecution, Output};
+use crate::wit::types::{Error, ExitStatus, ResourceUsage};
 
 /// Largest chunk delivered by one `read`.
 pub const MAX_CHUNK: usize = 64 * 1024;
@@ -143,7 +143,7 @@ impl Drop for Execution {
     }
 }
 
-impl crate::runtime::bindings::execution::Host for PluginState {}
+impl crate::wit::execution::Host for PluginState {}
 
 impl HostExecution for PluginState {
     async fn id(&mut self, this: Resource<Execution>) -> wasmtime::Result<String> {

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::runtime::bindings::types::Error;
+use crate::wit::types::Error;
 
 /// No plugin may set a label under this prefix.
 pub const LABEL_PREFIX: &str = "io.agentgate.";

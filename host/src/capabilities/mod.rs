@@ -16,8 +16,6 @@ pub mod events;
 pub mod execution;
 pub mod git;
 pub mod github;
-#[cfg(test)]
-mod grants_tests;
 pub mod http;
 pub mod kubernetes;
 pub mod labels;
@@ -31,8 +29,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use crate::host_paths::BindScope;
 use crate::record::EventSink;
-use crate::runtime::host_paths::BindScope;
 
 pub use sandbox::SandboxBroker;
 pub use unit::{Capability, DeleteLeft, HostCapability, Reclaimed};
@@ -49,6 +47,15 @@ pub static ALL: &[&dyn HostCapability] = &[
     &http::unit::Http,
     &kubernetes::unit::Kubernetes,
 ];
+
+/// Host paths no TaskSpec may name and no sandbox may bind, whatever the operator
+/// allows, with why: every capability's [`HostCapability::guarded_paths`], for
+/// [`crate::host_paths`], which sits below the capabilities and is handed them.
+pub fn guarded_paths() -> Vec<(std::path::PathBuf, &'static str)> {
+    Capability::all()
+        .flat_map(|c| c.unit().guarded_paths())
+        .collect()
+}
 
 /// The host-wide sections of `grants.yaml` the operator wrote, by capability (see
 /// [`HostCapability::host_section_fields`]).
@@ -261,7 +268,7 @@ impl RunContext {
     }
 }
 
-impl crate::runtime::bindings::types::Host for crate::runtime::PluginState {}
+impl crate::wit::types::Host for crate::runtime::PluginState {}
 
 /// The words that end every `unavailable` error saying that this machine lacks
 /// something a run needs, so a user learns every missing prerequisite at once rather
@@ -270,8 +277,8 @@ pub const DOCTOR_HINT: &str = "run `agentgate doctor` for every check";
 
 /// The contract's `unavailable` error for a prerequisite this machine lacks: `message`
 /// says what and how to get it; [`DOCTOR_HINT`] follows.
-pub(crate) fn lacking(message: impl std::fmt::Display) -> crate::runtime::bindings::types::Error {
-    crate::runtime::bindings::types::Error::Unavailable(format!("{message}; {DOCTOR_HINT}"))
+pub(crate) fn lacking(message: impl std::fmt::Display) -> crate::wit::types::Error {
+    crate::wit::types::Error::Unavailable(format!("{message}; {DOCTOR_HINT}"))
 }
 
 /// `message` without the [`DOCTOR_HINT`] that [`lacking`] added, for `agentgate
@@ -283,14 +290,9 @@ pub fn without_doctor_hint(message: &str) -> &str {
 }
 
 /// The contract's `invalid-spec` error for `path` (relative to the request).
-pub(crate) fn invalid_spec(
-    path: &str,
-    message: impl Into<String>,
-) -> crate::runtime::bindings::types::Error {
-    crate::runtime::bindings::types::Error::InvalidSpec(
-        crate::runtime::bindings::types::FieldError {
-            path: path.to_string(),
-            message: message.into(),
-        },
-    )
+pub(crate) fn invalid_spec(path: &str, message: impl Into<String>) -> crate::wit::types::Error {
+    crate::wit::types::Error::InvalidSpec(crate::wit::types::FieldError {
+        path: path.to_string(),
+        message: message.into(),
+    })
 }

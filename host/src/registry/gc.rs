@@ -43,8 +43,8 @@ use crate::capabilities::Capability;
 use crate::record::{
     write_crashed_result, CrashedRun, EventSink, SandboxState, WorkspaceRecord, WORKSPACE_SCRATCH,
 };
-use crate::runtime::bindings::types::PluginKind;
 use crate::runtime::Runtime;
+use crate::wit::types::PluginKind;
 
 /// How long a heartbeat may be silent before a run whose owner cannot be seen is
 /// taken for dead. Runs beat every [`HEARTBEAT_INTERVAL`].
@@ -488,9 +488,7 @@ impl Providers {
 struct Provider {
     instance: crate::runtime::instance::ProviderInstance,
     name: String,
-    leftovers: Vec<
-        crate::runtime::bindings::sandbox_provider::exports::agentgate::plugin::provider::Leftover,
-    >,
+    leftovers: Vec<crate::wit::sandbox_provider::exports::agentgate::plugin::provider::Leftover>,
     list_error: Option<String>,
 }
 

@@ -13,20 +13,20 @@ use tokio::time::Instant;
 use wasmtime::component::ResourceAny;
 use wasmtime::Store;
 
-use super::bindings::agent_driver::exports::agentgate::plugin::driver::{AgentOutcome, AgentTask};
-use super::bindings::agent_driver::AgentDriver;
-use super::bindings::sandbox_provider::exports::agentgate::plugin::provider::{
-    Leftover, SandboxRequest, SandboxSummary,
-};
-use super::bindings::sandbox_provider::SandboxProvider;
-use super::bindings::types::{Error, ExecRequest, PluginInfo, ResourceUsage};
-use super::bindings::workspace_source::exports::agentgate::plugin::source::{
-    PreparedWorkspace, WorkspaceRequest,
-};
-use super::bindings::workspace_source::WorkspaceSource;
 use super::{LoadedPlugin, PluginState, Runtime};
 use crate::capabilities::execution::Execution;
 use crate::capabilities::RunContext;
+use crate::wit::agent_driver::exports::agentgate::plugin::driver::{AgentOutcome, AgentTask};
+use crate::wit::agent_driver::AgentDriver;
+use crate::wit::sandbox_provider::exports::agentgate::plugin::provider::{
+    Leftover, SandboxRequest, SandboxSummary,
+};
+use crate::wit::sandbox_provider::SandboxProvider;
+use crate::wit::types::{Error, ExecRequest, PluginInfo, ResourceUsage};
+use crate::wit::workspace_source::exports::agentgate::plugin::source::{
+    PreparedWorkspace, WorkspaceRequest,
+};
+use crate::wit::workspace_source::WorkspaceSource;
 
 /// A plugin call that did not produce a result.
 #[derive(Debug, thiserror::Error)]
@@ -211,10 +211,10 @@ impl Runtime {
         linker: &wasmtime::component::Linker<PluginState>,
         limits: &super::PluginLimits,
         component: &wasmtime::component::Component,
-        kind: super::bindings::types::PluginKind,
+        kind: crate::wit::types::PluginKind,
         label: &str,
     ) -> Result<PluginInfo, PluginError> {
-        use super::bindings::types::PluginKind;
+        use crate::wit::types::PluginKind;
         let state = PluginState::new(
             label.into(),
             RunContext::describe_only(),

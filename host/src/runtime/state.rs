@@ -75,11 +75,8 @@ impl PluginState {
 
     /// Reports a call outside the plugin's scope as a `denied` event of the run, and
     /// returns the `denied` error the plugin gets.
-    pub(crate) fn scope_denied(
-        &self,
-        denial: ScopeDenial,
-    ) -> crate::runtime::bindings::types::Error {
-        crate::runtime::bindings::types::Error::Denied(denial.record(&self.run.events))
+    pub(crate) fn scope_denied(&self, denial: ScopeDenial) -> crate::wit::types::Error {
+        crate::wit::types::Error::Denied(denial.record(&self.run.events))
     }
 
     /// What the plugin printed to its stdout and stderr.

@@ -29,9 +29,9 @@ use wasmtime::component::Resource;
 
 use super::execution::Execution;
 use super::labels::{self, LABEL_HOME, LABEL_RUN_ID};
-use crate::runtime::bindings::docker::{ContainerSpec, ContainerSummary, Host, ImageInfo};
-use crate::runtime::bindings::types::{Error, ExecRequest, Label, ResourceUsage};
 use crate::runtime::PluginState;
+use crate::wit::docker::{ContainerSpec, ContainerSummary, Host, ImageInfo};
+use crate::wit::types::{Error, ExecRequest, Label, ResourceUsage};
 use container::{Container, Guard};
 use policy::Policy;
 use scope::DockerScope;
@@ -103,7 +103,7 @@ impl PluginState {
         let run_folders = self.run.bind_scope().run_folders().to_vec();
         for mount in &spec.mounts {
             // A source that does not resolve is refused by the policy's own check.
-            let Ok((resolved, _)) = crate::runtime::host_paths::resolve(&mount.source, true) else {
+            let Ok((resolved, _)) = crate::host_paths::resolve(&mount.source, true) else {
                 continue;
             };
             if !run_folders.iter().any(|f| resolved.starts_with(f)) {
@@ -112,10 +112,7 @@ impl PluginState {
                     .map_err(|d| self.scope_denied(d))?;
             }
         }
-        if matches!(
-            spec.network,
-            crate::runtime::bindings::types::NetworkMode::Host
-        ) {
+        if matches!(spec.network, crate::wit::types::NetworkMode::Host) {
             scope
                 .check_host_network(&self.plugin)
                 .map_err(|d| self.scope_denied(d))?;

@@ -32,7 +32,7 @@ impl HostCapability for Docker {
         &["agentgate:plugin/docker"]
     }
     fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-        crate::runtime::bindings::docker::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+        crate::wit::docker::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
     }
     fn scope(&self) -> Option<&'static dyn ScopeShape> {
         Some(&super::scope::Shape)

@@ -4,9 +4,9 @@
 pub mod unit;
 
 use crate::record::EventBody;
-use crate::runtime::bindings::events::{Event, Host, LogLevel};
-use crate::runtime::bindings::types::OutputPipe;
 use crate::runtime::PluginState;
+use crate::wit::events::{Event, Host, LogLevel};
+use crate::wit::types::OutputPipe;
 
 fn pipe_name(pipe: OutputPipe) -> &'static str {
     match pipe {

@@ -19,6 +19,6 @@ impl HostCapability for Events {
         &["agentgate:plugin/events"]
     }
     fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-        crate::runtime::bindings::events::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+        crate::wit::events::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
     }
 }

@@ -11,7 +11,7 @@ use git2::{Delta, DiffFindOptions, DiffFormat, DiffOptions, Repository};
 
 use super::error::GitError;
 use super::host_repo::{HostRepo, Parts};
-use crate::runtime::bindings::git::{ChangeKind, FileChange};
+use crate::wit::git::{ChangeKind, FileChange};
 
 fn tree_diff<'r>(
     repo: &'r Repository,

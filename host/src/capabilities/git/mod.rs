@@ -35,11 +35,9 @@ pub use error::GitError;
 
 use crate::record::EventBody;
 use crate::record::EventSink;
-use crate::runtime::bindings::git::{
-    CloneRequest, Credentials, FileChange, Host, RepoState, Signature,
-};
-use crate::runtime::bindings::types::Error;
 use crate::runtime::PluginState;
+use crate::wit::git::{CloneRequest, Credentials, FileChange, Host, RepoState, Signature};
+use crate::wit::types::Error;
 use credentials::Secret;
 
 /// The URL each repository of a run was cloned from, by its resolved path: recorded by

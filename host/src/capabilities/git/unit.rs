@@ -25,7 +25,7 @@ impl HostCapability for Git {
         &["agentgate:plugin/git"]
     }
     fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-        crate::runtime::bindings::git::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+        crate::wit::git::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
     }
     fn scope(&self) -> Option<&'static dyn ScopeShape> {
         Some(&super::scope::Shape)

@@ -20,9 +20,9 @@ pub use client::{API_URL_VAR, TOKEN_VAR};
 pub use error::GithubError;
 
 use crate::record::EventBody;
-use crate::runtime::bindings::github::{Host, NewRepository, PullRequest, Repository};
-use crate::runtime::bindings::types::Error;
 use crate::runtime::PluginState;
+use crate::wit::github::{Host, NewRepository, PullRequest, Repository};
+use crate::wit::types::Error;
 use client::Client;
 
 impl PluginState {

@@ -20,7 +20,7 @@ impl HostCapability for Github {
         &["agentgate:plugin/github"]
     }
     fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-        crate::runtime::bindings::github::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+        crate::wit::github::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
     }
     fn scope(&self) -> Option<&'static dyn ScopeShape> {
         Some(&super::scope::Shape)

@@ -38,11 +38,11 @@ use std::sync::{Arc, Mutex};
 use wasmtime::component::Resource;
 
 use super::execution::Execution;
-use crate::runtime::bindings::kubernetes_v0_1_0::cluster::{
+use crate::runtime::PluginState;
+use crate::wit::kubernetes_v0_1_0::cluster::{
     Host, HostPod, Leftover, PodRequest, PodStatus, Target, Transfer,
 };
-use crate::runtime::bindings::types::{Error, ExecRequest, NetworkMode, ResourceUsage};
-use crate::runtime::PluginState;
+use crate::wit::types::{Error, ExecRequest, NetworkMode, ResourceUsage};
 use objects::{Names, RunMarks, DEFAULT_UID};
 use pod::Placement;
 use scope::{AllowedCluster, KubernetesGrant, KubernetesScope};

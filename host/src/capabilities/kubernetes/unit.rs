@@ -35,10 +35,7 @@ impl HostCapability for Kubernetes {
         &["agentgate:kubernetes/cluster"]
     }
     fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-        crate::runtime::bindings::kubernetes_v0_1_0::cluster::add_to_linker::<_, HasSelf<_>>(
-            linker,
-            |s| s,
-        )
+        crate::wit::kubernetes_v0_1_0::cluster::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
     }
     fn scope(&self) -> Option<&'static dyn ScopeShape> {
         Some(&super::scope::Shape)
@@ -74,7 +71,7 @@ impl HostCapability for Kubernetes {
 }
 
 /// The kubeconfig files of every `kubernetes:` section this process read. The guard
-/// list is made without the grants at hand (`HostFolders::of_this_process`); the
+/// list is made without the grants at hand (`capabilities::guarded_paths`); the
 /// grants are read before any TaskSpec is checked, so it is complete by then.
 static LISTED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 

@@ -35,10 +35,10 @@ use wasmtime::component::Resource;
 
 use super::execution::{feed_stdin, Execution, Kill};
 use super::invalid_spec;
-use crate::runtime::bindings::process::{Host, SpawnRequest};
-use crate::runtime::bindings::types::{Error, NetworkMode, ResourceUsage};
-use crate::runtime::host_paths::BindScope;
+use crate::host_paths::BindScope;
 use crate::runtime::PluginState;
+use crate::wit::process::{Host, SpawnRequest};
+use crate::wit::types::{Error, NetworkMode, ResourceUsage};
 use scope::ProcessScope;
 
 use cgroup::{Cgroup, CgroupError, CgroupLimits};
@@ -447,13 +447,13 @@ async fn spawn(
 /// together. Ok when it exited 0; otherwise what it printed.
 pub async fn probe_sealed(network: NetworkMode) -> Result<(), Error> {
     let isolation = Isolation::from_request(
-        crate::runtime::bindings::process::Isolation {
-            sealed: Some(crate::runtime::bindings::process::SealedView { binds: Vec::new() }),
+        crate::wit::process::Isolation {
+            sealed: Some(crate::wit::process::SealedView { binds: Vec::new() }),
             limits: None,
             network: Some(network),
         },
         // It binds nothing of the host beyond the sealed view's system folders.
-        &crate::runtime::host_paths::BindScope::default(),
+        &crate::host_paths::BindScope::default(),
     )?;
     let launch = Launch {
         argv: vec!["/bin/true".into()],
@@ -478,8 +478,8 @@ pub async fn probe_sealed(network: NetworkMode) -> Result<(), Error> {
     let mut printed = Vec::new();
     let status = loop {
         match execution.read(Duration::from_secs(30)).await {
-            crate::runtime::bindings::execution::Output::Chunk(chunk) => printed.extend(chunk.data),
-            crate::runtime::bindings::execution::Output::Exited(status) => break status,
+            crate::wit::execution::Output::Chunk(chunk) => printed.extend(chunk.data),
+            crate::wit::execution::Output::Exited(status) => break status,
             _ => {}
         }
     };
@@ -618,9 +618,9 @@ impl Host for PluginState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::bindings::execution::Output;
-    use crate::runtime::bindings::process::{Isolation as IsolationRequest, SealedView};
-    use crate::runtime::bindings::types::{ExitStatus, Mount, OutputPipe, Resources};
+    use crate::wit::execution::Output;
+    use crate::wit::process::{Isolation as IsolationRequest, SealedView};
+    use crate::wit::types::{ExitStatus, Mount, OutputPipe, Resources};
 
     fn launch(script: &str, timeout_ms: Option<u64>, isolation: Isolation) -> Launch {
         Launch {

@@ -22,7 +22,7 @@ impl HostCapability for Process {
         &["agentgate:plugin/process"]
     }
     fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-        crate::runtime::bindings::process::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+        crate::wit::process::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
     }
     fn scope(&self) -> Option<&'static dyn ScopeShape> {
         Some(&super::scope::Shape)

@@ -19,10 +19,10 @@ use wasmtime::component::Resource;
 
 use super::execution::Execution;
 use crate::record::OutputLogs;
-use crate::runtime::bindings::sandbox::{DirEntry, Host, SandboxDetails};
-use crate::runtime::bindings::types::{Error, ExecRequest, ResourceUsage};
 use crate::runtime::instance::{ActiveSandbox, DESTROY_LIMIT};
 use crate::runtime::PluginState;
+use crate::wit::sandbox::{DirEntry, Host, SandboxDetails};
+use crate::wit::types::{Error, ExecRequest, ResourceUsage};
 
 /// Largest file a driver may read in one call.
 const MAX_READ_BYTES: u64 = 64 << 20;

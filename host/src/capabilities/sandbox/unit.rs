@@ -20,6 +20,6 @@ impl HostCapability for Sandbox {
         &["agentgate:plugin/sandbox"]
     }
     fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-        crate::runtime::bindings::sandbox::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+        crate::wit::sandbox::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
     }
 }
