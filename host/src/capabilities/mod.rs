@@ -2,10 +2,11 @@
 //!
 //! A capability (`events`, `process`, `docker`, `git`, `github`, `sandbox`, `http`,
 //! `kubernetes`)
-//! implements its WIT interface for [`PluginState`](crate::runtime::PluginState) and
-//! the one trait [`HostCapability`] (its `unit.rs`), through which the runtime links
-//! it, reads and shows its operator scope, makes its per-run state, and `gc` reclaims
-//! what it left; [`ALL`] lists them. A plugin can only reach a capability whose
+//! implements its WIT interface for the [`PluginView`] a host call sees of the store
+//! (see [`view`]) and the one trait [`HostCapability`] (its `unit.rs`), through which
+//! the runtime links it, reads and shows its operator scope, makes its per-run and
+//! per-store state, and `gc` reclaims what it left; one list makes [`ALL`] and
+//! [`add_to_linker`]. A plugin can only reach a capability whose
 //! interface it imports and was granted; the runtime checks that at load. What all of
 //! them act on is the plugin's [`RunContext`]; what they report goes into the run
 //! record ([`crate::record`]). `execution` is not a capability: it is the handle type
@@ -23,6 +24,7 @@ pub mod process;
 pub mod sandbox;
 pub mod scope;
 mod unit;
+pub mod view;
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -34,18 +36,46 @@ use crate::record::EventSink;
 
 pub use sandbox::SandboxBroker;
 pub use unit::{Capability, DeleteLeft, HostCapability, Reclaimed};
+pub use view::{HasPluginView, PluginStore, PluginView, StoreSetup, StoreState, StoreStates};
 
-/// Every capability of this host, in the order they are listed to users. Adding a
-/// capability adds its line here.
-pub static ALL: &[&dyn HostCapability] = &[
-    &events::unit::Events,
-    &process::unit::Process,
-    &docker::unit::Docker,
-    &git::unit::Git,
-    &github::unit::Github,
-    &sandbox::unit::Sandbox,
-    &http::unit::Http,
-    &kubernetes::unit::Kubernetes,
+/// Lists the capabilities once and makes both things that need the list: [`ALL`], the
+/// objects the rest of the host asks about a capability through, and
+/// [`add_to_linker`], which links every capability into a linker of any store data
+/// that is a [`PluginStore`].
+///
+/// Why a macro rather than a loop over [`ALL`]: linking is generic over the store's
+/// type (the runtime's, which this layer cannot name), and a generic method makes a
+/// trait unusable as an object; [`HostCapability::add_to_linker`] is therefore only
+/// callable on the concrete unit (`where Self: Sized`), which this list names.
+macro_rules! capabilities {
+    ($($unit:path),* $(,)?) => {
+        /// Every capability of this host, in the order they are listed to users.
+        /// Adding a capability adds its line to the list this is made from.
+        pub static ALL: &[&dyn HostCapability] = &[$(&$unit),*];
+
+        /// Links the interfaces of the contract that are no capability (`types`,
+        /// `execution`) and every capability's, into the one linker every plugin is
+        /// instantiated with. Whether a plugin may import one is decided at load.
+        pub fn add_to_linker<T: PluginStore>(
+            linker: &mut wasmtime::component::Linker<T>,
+        ) -> wasmtime::Result<()> {
+            crate::wit::types::add_to_linker::<T, HasPluginView>(linker, T::plugin_view)?;
+            crate::wit::execution::add_to_linker::<T, HasPluginView>(linker, T::plugin_view)?;
+            $(HostCapability::add_to_linker(&$unit, linker)?;)*
+            Ok(())
+        }
+    };
+}
+
+capabilities![
+    events::unit::Events,
+    process::unit::Process,
+    docker::unit::Docker,
+    git::unit::Git,
+    github::unit::Github,
+    sandbox::unit::Sandbox,
+    http::unit::Http,
+    kubernetes::unit::Kubernetes,
 ];
 
 /// Host paths no TaskSpec may name and no sandbox may bind, whatever the operator
@@ -268,7 +298,7 @@ impl RunContext {
     }
 }
 
-impl crate::wit::types::Host for crate::runtime::PluginState {}
+impl crate::wit::types::Host for PluginView<'_> {}
 
 /// The words that end every `unavailable` error saying that this machine lacks
 /// something a run needs, so a user learns every missing prerequisite at once rather

@@ -3,7 +3,7 @@
 //!
 //! The runtime, the engine and the registry reach a capability only through
 //! [`HostCapability`]: they link what it links, parse and show the scope it shapes,
-//! keep the per-run state it makes, ask it which host objects it created and let it
+//! keep the per-run and per-store state it makes, ask it which host objects it created and let it
 //! reclaim what a dead run left, or what a run whose provider's `destroy` failed
 //! still holds. None of them names a capability, so adding one is a
 //! new folder under `capabilities/` and a line in [`super::ALL`]
@@ -18,8 +18,8 @@ use serde_yaml::Value;
 use wasmtime::component::Linker;
 
 use super::scope::ScopeShape;
+use super::view::{PluginStore, StoreSetup, StoreState};
 use super::RunContext;
-use crate::runtime::PluginState;
 
 /// One host capability: a WIT interface (or a few) a plugin must be granted.
 pub trait HostCapability: Sync {
@@ -35,9 +35,14 @@ pub trait HostCapability: Sync {
     fn free_interfaces(&self) -> &'static [(&'static str, &'static str)] {
         &[]
     }
-    /// Links its interfaces into the one linker every plugin is instantiated with.
-    /// Whether a plugin may import them is decided at load from its grant.
-    fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()>;
+    /// Links its interfaces into the one linker every plugin is instantiated with,
+    /// its host traits implemented for [`PluginView`](super::PluginView) and reached
+    /// through [`PluginStore::plugin_view`]. Whether a plugin may import them is
+    /// decided at load from its grant. Generic over the store data, so called on the
+    /// concrete unit only (by [`super::add_to_linker`], from the one list).
+    fn add_to_linker<T: PluginStore>(&self, linker: &mut Linker<T>) -> wasmtime::Result<()>
+    where
+        Self: Sized;
     /// The shape of its operator scope; `None`: the grant alone says everything.
     fn scope(&self) -> Option<&'static dyn ScopeShape> {
         None
@@ -56,6 +61,12 @@ pub trait HostCapability: Sync {
     /// What it keeps for one run, made when the run's context is (`section`: its
     /// host-wide section, when the operator wrote one).
     fn run_state(&self, _section: Option<&Value>) -> Option<Arc<dyn Any + Send + Sync>> {
+        None
+    }
+    /// What it keeps for one plugin store, made with the store (the `process`
+    /// capability's process groups); found again in the [`PluginView`](super::PluginView)'s
+    /// `states` by its type. `None`: it keeps nothing per store.
+    fn store_state(&self, _store: &StoreSetup<'_>) -> Option<Box<dyn StoreState>> {
         None
     }
     /// Host paths no TaskSpec may name and no sandbox may bind, whatever the operator

@@ -9,12 +9,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 use wasmtime::component::ResourceAny;
 use wasmtime::Store;
 
 use super::{LoadedPlugin, PluginState, Runtime};
 use crate::capabilities::execution::Execution;
+use crate::capabilities::sandbox::{ProvidedSandbox, ProviderFailure};
+use crate::capabilities::view::TableAs;
 use crate::capabilities::RunContext;
 use crate::wit::agent_driver::exports::agentgate::plugin::driver::{AgentOutcome, AgentTask};
 use crate::wit::agent_driver::AgentDriver;
@@ -434,7 +437,7 @@ impl ActiveSandbox {
                     .store
                     .data_mut()
                     .table
-                    .delete(resource)
+                    .delete_as::<Execution, _>(resource)
                     .map_err(|e| PluginError::Trapped {
                         plugin: plugin.to_string(),
                         call: "exec",
@@ -488,13 +491,34 @@ impl ActiveSandbox {
         )
         .await;
         // Whatever the plugin did, nothing it started outlives the sandbox.
-        self.instance.store.data().processes.close();
+        self.instance.store.data().states.close();
         result
     }
 }
 
-/// How long a provider's `destroy` call may take.
-pub const DESTROY_LIMIT: Duration = Duration::from_secs(30);
+pub use crate::capabilities::sandbox::DESTROY_LIMIT;
+
+/// The broker of the `sandbox` capability drives the run's sandbox through this.
+impl ProvidedSandbox for ActiveSandbox {
+    fn exec(
+        &mut self,
+        request: ExecRequest,
+    ) -> BoxFuture<'_, Result<Result<Execution, Error>, ProviderFailure>> {
+        Box::pin(async move { Ok(ActiveSandbox::exec(self, request).await?) })
+    }
+
+    fn stats(&mut self) -> BoxFuture<'_, Result<ResourceUsage, ProviderFailure>> {
+        Box::pin(async move { Ok(ActiveSandbox::stats(self).await?) })
+    }
+
+    fn plugin_stdio(&self) -> Vec<u8> {
+        ActiveSandbox::plugin_stdio(self)
+    }
+
+    fn destroy(&mut self, deadline: Instant) -> BoxFuture<'_, Result<(), ProviderFailure>> {
+        Box::pin(async move { Ok(ActiveSandbox::destroy(self, deadline).await?) })
+    }
+}
 
 /// How long dropping a destroyed sandbox's handle (the guest's destructor) may take.
 const HANDLE_DROP_LIMIT: Duration = Duration::from_secs(5);

@@ -100,10 +100,7 @@ impl Runtime {
         let engine = build_engine()?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        crate::wit::add_shared_interfaces(&mut linker)?;
-        for capability in Capability::all() {
-            capability.unit().add_to_linker(&mut linker)?;
-        }
+        crate::capabilities::add_to_linker(&mut linker)?;
         let ticker = EpochTicker::start(engine.clone());
         let cache = config.cache_dir.map(|dir| {
             cache::ComponentCache::new(

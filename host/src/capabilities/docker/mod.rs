@@ -27,10 +27,11 @@ use bollard::query_parameters::{
 };
 use wasmtime::component::Resource;
 
-use super::execution::Execution;
 use super::labels::{self, LABEL_HOME, LABEL_RUN_ID};
-use crate::runtime::PluginState;
+use crate::capabilities::view::TableAs;
+use crate::capabilities::PluginView;
 use crate::wit::docker::{ContainerSpec, ContainerSummary, Host, ImageInfo};
+use crate::wit::execution::Execution as WitExecution;
 use crate::wit::types::{Error, ExecRequest, Label, ResourceUsage};
 use container::{Container, Guard};
 use policy::Policy;
@@ -88,7 +89,7 @@ fn answer<T>(result: Result<T, Error>) -> wasmtime::Result<Result<T, Error>> {
     Ok(result)
 }
 
-impl PluginState {
+impl PluginView<'_> {
     /// The plugin's `docker` scope; a store never granted it reaches nothing.
     fn docker_scope(&self) -> DockerScope {
         (self.scopes.of::<DockerScope>().cloned()).unwrap_or_else(scope::narrowest)
@@ -216,7 +217,7 @@ fn this_homes(kind: &str, id: &str, labels: &HashMap<String, String>) -> Result<
     Ok(())
 }
 
-impl Host for PluginState {
+impl Host for PluginView<'_> {
     async fn inspect_image(
         &mut self,
         image: String,
@@ -248,7 +249,7 @@ impl Host for PluginState {
         &mut self,
         container_id: String,
         request: ExecRequest,
-    ) -> wasmtime::Result<Result<Resource<Execution>, Error>> {
+    ) -> wasmtime::Result<Result<Resource<WitExecution>, Error>> {
         self.run.ensure_active()?;
         let container = match Container::of_run(&self.run.run_id, &container_id) {
             Ok(c) => c,
@@ -256,7 +257,7 @@ impl Host for PluginState {
         };
         let id = self.run.next_exec_id();
         match exec::start(&container, request, id).await {
-            Ok(execution) => Ok(Ok(self.table.push(execution)?)),
+            Ok(execution) => Ok(Ok(self.table.push_as(execution)?)),
             Err(e) => answer(Err(e)),
         }
     }

@@ -3,8 +3,8 @@
 
 pub mod unit;
 
+use crate::capabilities::PluginView;
 use crate::record::EventBody;
-use crate::runtime::PluginState;
 use crate::wit::events::{Event, Host, LogLevel};
 use crate::wit::types::OutputPipe;
 
@@ -64,7 +64,7 @@ fn record_body(event: Event) -> EventBody {
     }
 }
 
-impl Host for PluginState {
+impl Host for PluginView<'_> {
     async fn emit(&mut self, event: Event) -> wasmtime::Result<()> {
         self.run.ensure_active()?;
         self.run.events.emit(&self.plugin, record_body(event));

@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_yaml::Value;
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::Linker;
 
 use super::scope::{KubernetesGrant, HOST_SECTION_FIELDS};
 use super::KubernetesRun;
 use crate::capabilities::scope::ScopeShape;
+use crate::capabilities::{HasPluginView, PluginStore};
 use crate::capabilities::{HostCapability, RunContext};
-use crate::runtime::PluginState;
 
 pub struct Kubernetes;
 
@@ -34,8 +34,11 @@ impl HostCapability for Kubernetes {
     fn interfaces(&self) -> &'static [&'static str] {
         &["agentgate:kubernetes/cluster"]
     }
-    fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-        crate::wit::kubernetes_v0_1_0::cluster::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+    fn add_to_linker<T: PluginStore>(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        crate::wit::kubernetes_v0_1_0::cluster::add_to_linker::<T, HasPluginView>(
+            linker,
+            T::plugin_view,
+        )
     }
     fn scope(&self) -> Option<&'static dyn ScopeShape> {
         Some(&super::scope::Shape)

@@ -35,8 +35,10 @@ use wasmtime::component::Resource;
 
 use super::execution::{feed_stdin, Execution, Kill};
 use super::invalid_spec;
+use crate::capabilities::view::TableAs;
+use crate::capabilities::PluginView;
 use crate::host_paths::BindScope;
-use crate::runtime::PluginState;
+use crate::wit::execution::Execution as WitExecution;
 use crate::wit::process::{Host, SpawnRequest};
 use crate::wit::types::{Error, NetworkMode, ResourceUsage};
 use scope::ProcessScope;
@@ -158,6 +160,14 @@ impl ProcessGroups {
     }
 }
 
+/// A store's process groups are its state of this capability: the provider's sandbox
+/// gone, they are closed.
+impl crate::capabilities::StoreState for ProcessGroups {
+    fn close(&self) {
+        ProcessGroups::close(self);
+    }
+}
+
 impl Drop for ProcessGroups {
     fn drop(&mut self) {
         self.kill_all();
@@ -178,7 +188,7 @@ fn cgroup_unavailable(error: CgroupError) -> Error {
 struct Launch {
     argv: Vec<String>,
     /// The file an unsealed spawn runs: `argv[0]`, or the file the plugin's scope
-    /// resolved it to on the host's PATH (see [`PluginState::check_scope`]).
+    /// resolved it to on the host's PATH (see [`PluginView::check_scope`]).
     program: String,
     cwd: std::path::PathBuf,
     env: Vec<(String, String)>,
@@ -549,7 +559,7 @@ fn which(program: &str) -> Option<String> {
         .map(|p| p.display().to_string())
 }
 
-impl PluginState {
+impl PluginView<'_> {
     /// Checks an unsealed `launch` against the plugin's `process` scope; when it lists
     /// programs, pins the program to the file on the host's PATH that was checked, so a
     /// `PATH` in the plugin's environment cannot swap another one in.
@@ -571,11 +581,11 @@ impl PluginState {
     }
 }
 
-impl Host for PluginState {
+impl Host for PluginView<'_> {
     async fn spawn(
         &mut self,
         request: SpawnRequest,
-    ) -> wasmtime::Result<Result<Resource<Execution>, Error>> {
+    ) -> wasmtime::Result<Result<Resource<WitExecution>, Error>> {
         self.run.ensure_active()?;
         let mut launch = match Launch::from_request(request, &self.run.bind_scope()) {
             Ok(launch) => launch,
@@ -594,8 +604,8 @@ impl Host for PluginState {
         }
         let id = self.run.next_exec_id();
         let cgroup_name = format!("{}-{}", self.run.run_id, self.plugin);
-        match spawn(launch, &self.processes, id, &cgroup_name).await {
-            Ok(execution) => Ok(Ok(self.table.push(execution)?)),
+        match spawn(launch, self.state::<ProcessGroups>()?, id, &cgroup_name).await {
+            Ok(execution) => Ok(Ok(self.table.push_as(execution)?)),
             Err(e) => Ok(Err(e)),
         }
     }
@@ -606,12 +616,12 @@ impl Host for PluginState {
     }
 
     async fn kill_all(&mut self) -> wasmtime::Result<u32> {
-        Ok(self.processes.kill_all())
+        Ok(self.state::<ProcessGroups>()?.kill_all())
     }
 
     async fn usage(&mut self) -> wasmtime::Result<Result<ResourceUsage, Error>> {
         self.run.ensure_active()?;
-        Ok(self.processes.usage())
+        Ok(self.state::<ProcessGroups>()?.usage())
     }
 }
 
