@@ -35,7 +35,10 @@ use crate::host_paths::BindScope;
 use crate::record::EventSink;
 
 pub use sandbox::SandboxBroker;
-pub use unit::{Capability, DeleteLeft, HostCapability, Reclaimed};
+pub use unit::{
+    Capability, DeleteLeft, HostCapability, HostSectionError, ReclaimError, Reclaimed,
+    UnknownCapability,
+};
 pub use view::{HasPluginView, PluginStore, PluginView, StoreSetup, StoreState, StoreStates};
 
 /// Lists the capabilities once and makes both things that need the list: [`ALL`], the

@@ -55,7 +55,10 @@ pub trait HostCapability: Sync {
     /// Reads its host-wide section (its keys already checked): the folders it names
     /// that belong to the top-level `mounts:` (an older spelling kept working), with
     /// the warning to print, or why it does not read.
-    fn read_host_section(&self, _section: &Value) -> Result<Option<(Vec<String>, String)>, String> {
+    fn read_host_section(
+        &self,
+        _section: &Value,
+    ) -> Result<Option<(Vec<String>, String)>, HostSectionError> {
         Ok(None)
     }
     /// What it keeps for one run, made when the run's context is (`section`: its
@@ -82,7 +85,7 @@ pub trait HostCapability: Sync {
     /// Reclaims what the dead run `run_id` left behind that only this capability
     /// knows how to find, and says what it removed; `dry_run`: only what it would look
     /// for. Called by `gc`; `None`: it leaves nothing of its own.
-    fn reap_run(&self, _run_id: &str, _dry_run: bool) -> Option<Result<Reclaimed, String>> {
+    fn reap_run(&self, _run_id: &str, _dry_run: bool) -> Option<Result<Reclaimed, ReclaimError>> {
         None
     }
     /// Deletes what this capability made for the live run `run` and still holds (its
@@ -96,7 +99,48 @@ pub trait HostCapability: Sync {
 }
 
 /// What [`HostCapability::delete_left`] returns: the deletion, to be awaited.
-pub type DeleteLeft<'a> = futures_util::future::BoxFuture<'a, Result<Reclaimed, String>>;
+pub type DeleteLeft<'a> = futures_util::future::BoxFuture<'a, Result<Reclaimed, ReclaimError>>;
+
+/// Any error, kept with its sources, that a capability's own code returns through
+/// this trait (its scope readers, its clients).
+type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a capability's host-wide section of `grants.yaml` does not read
+/// ([`HostCapability::read_host_section`]); shown as the capability's reader says it.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct HostSectionError(Cause);
+
+impl HostSectionError {
+    /// The section does not read, for `cause`.
+    pub fn new(cause: impl Into<Cause>) -> HostSectionError {
+        HostSectionError(cause.into())
+    }
+}
+
+/// Why a capability did not reclaim everything of a run
+/// ([`HostCapability::reap_run`], [`HostCapability::delete_left`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReclaimError {
+    /// Removing what it made of the run (its `kind`, plural: `cgroups`) failed.
+    #[error("removing its {kind}: {source}")]
+    Removing {
+        kind: &'static str,
+        #[source]
+        source: Cause,
+    },
+    /// Some of what it held was not deleted: one entry per object, naming it and why.
+    #[error("{}", .failures.join("; "))]
+    NotDeleted { failures: Vec<String> },
+}
+
+/// A capability name this host does not have ([`Capability`]'s `FromStr`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown capability {name:?}; expected one of {}", NAMES.join(", "))]
+pub struct UnknownCapability {
+    pub name: String,
+}
 
 /// What a capability reclaimed of a dead run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,13 +200,10 @@ impl fmt::Display for Capability {
 }
 
 impl std::str::FromStr for Capability {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Capability::named(s).ok_or_else(|| {
-            format!(
-                "unknown capability {s:?}; expected one of {}",
-                NAMES.join(", ")
-            )
+    type Err = UnknownCapability;
+    fn from_str(s: &str) -> Result<Self, UnknownCapability> {
+        Capability::named(s).ok_or_else(|| UnknownCapability {
+            name: s.to_string(),
         })
     }
 }

@@ -381,7 +381,7 @@ pub async fn reap_run(
                     .or_default()
                     .extend(reclaimed.names);
             }
-            Some(Err(e)) => done.errors.push(e),
+            Some(Err(e)) => done.errors.push(e.to_string()),
         }
     }
     done

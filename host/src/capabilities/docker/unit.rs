@@ -13,7 +13,7 @@ use super::container::Container;
 use super::scope::{DockerGrant, HOST_SECTION_FIELDS};
 use crate::capabilities::scope::ScopeShape;
 use crate::capabilities::{HasPluginView, PluginStore};
-use crate::capabilities::{HostCapability, RunContext};
+use crate::capabilities::{HostCapability, HostSectionError, RunContext};
 
 pub struct Docker;
 
@@ -40,8 +40,11 @@ impl HostCapability for Docker {
     fn host_section_fields(&self) -> Option<&'static [&'static str]> {
         Some(HOST_SECTION_FIELDS)
     }
-    fn read_host_section(&self, section: &Value) -> Result<Option<(Vec<String>, String)>, String> {
-        let grant = DockerGrant::read(section)?;
+    fn read_host_section(
+        &self,
+        section: &Value,
+    ) -> Result<Option<(Vec<String>, String)>, HostSectionError> {
+        let grant = DockerGrant::read(section).map_err(HostSectionError::new)?;
         if grant.mounts.is_empty() {
             return Ok(None);
         }

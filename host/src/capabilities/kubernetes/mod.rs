@@ -439,7 +439,7 @@ fn record_copy_back(
 /// through the provider's `list-leftovers`.
 pub async fn delete_left(
     run: &crate::capabilities::RunContext,
-) -> Result<crate::capabilities::Reclaimed, String> {
+) -> Result<crate::capabilities::Reclaimed, crate::capabilities::ReclaimError> {
     let mut deleted = crate::capabilities::Reclaimed {
         kind: "pods",
         names: Vec::new(),
@@ -467,7 +467,7 @@ pub async fn delete_left(
     if failed.is_empty() {
         Ok(deleted)
     } else {
-        Err(failed.join("; "))
+        Err(crate::capabilities::ReclaimError::NotDeleted { failures: failed })
     }
 }
 
@@ -488,11 +488,14 @@ mod tests {
     #[test]
     fn deleting_what_a_run_holds_is_a_future_the_engine_can_box() {
         fn boxable<'a>(
-            f: impl std::future::Future<Output = Result<crate::capabilities::Reclaimed, String>>
-                + Send
+            f: impl std::future::Future<
+                    Output = Result<
+                        crate::capabilities::Reclaimed,
+                        crate::capabilities::ReclaimError,
+                    >,
+                > + Send
                 + 'a,
-        ) -> futures_util::future::BoxFuture<'a, Result<crate::capabilities::Reclaimed, String>>
-        {
+        ) -> crate::capabilities::DeleteLeft<'a> {
             Box::pin(f)
         }
         let run = run();

@@ -16,7 +16,7 @@ use super::scope::{KubernetesGrant, HOST_SECTION_FIELDS};
 use super::KubernetesRun;
 use crate::capabilities::scope::ScopeShape;
 use crate::capabilities::{HasPluginView, PluginStore};
-use crate::capabilities::{HostCapability, RunContext};
+use crate::capabilities::{HostCapability, HostSectionError, RunContext};
 
 pub struct Kubernetes;
 
@@ -46,8 +46,11 @@ impl HostCapability for Kubernetes {
     fn host_section_fields(&self) -> Option<&'static [&'static str]> {
         Some(HOST_SECTION_FIELDS)
     }
-    fn read_host_section(&self, section: &Value) -> Result<Option<(Vec<String>, String)>, String> {
-        let grant = KubernetesGrant::read(section)?;
+    fn read_host_section(
+        &self,
+        section: &Value,
+    ) -> Result<Option<(Vec<String>, String)>, HostSectionError> {
+        let grant = KubernetesGrant::read(section).map_err(HostSectionError::new)?;
         remember_kubeconfigs(&grant);
         Ok(None)
     }

@@ -7,7 +7,7 @@ use wasmtime::component::Linker;
 use super::cgroup::{Cgroup, CgroupError};
 use crate::capabilities::scope::ScopeShape;
 use crate::capabilities::{HasPluginView, PluginStore, StoreSetup, StoreState};
-use crate::capabilities::{HostCapability, Reclaimed};
+use crate::capabilities::{HostCapability, ReclaimError, Reclaimed};
 
 pub struct Process;
 
@@ -32,7 +32,7 @@ impl HostCapability for Process {
         Some(Box::new(super::ProcessGroups::default()))
     }
     /// Kills and removes the run's sandbox cgroups (named after the run's id).
-    fn reap_run(&self, run_id: &str, dry_run: bool) -> Option<Result<Reclaimed, String>> {
+    fn reap_run(&self, run_id: &str, dry_run: bool) -> Option<Result<Reclaimed, ReclaimError>> {
         let prefix = format!("{run_id}-");
         let names = if dry_run {
             Ok(vec![format!("{prefix}*")])
@@ -41,7 +41,10 @@ impl HostCapability for Process {
                 Ok(names) => Ok(names),
                 // No cgroups on this machine: the run could not have made any.
                 Err(CgroupError::Unavailable { .. }) => Ok(Vec::new()),
-                Err(e) => Err(format!("removing its cgroups: {e}")),
+                Err(e) => Err(ReclaimError::Removing {
+                    kind: "cgroups",
+                    source: Box::new(e),
+                }),
             }
         };
         Some(names.map(|names| Reclaimed {

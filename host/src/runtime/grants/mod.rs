@@ -325,7 +325,10 @@ impl Grants {
                 Some((capability, capability.unit().scope()?, rest))
             });
             let Some((capability, shape, rest)) = scoped else {
-                entry.capabilities.insert(item.parse().map_err(bad)?);
+                entry.capabilities.insert(
+                    item.parse()
+                        .map_err(|e: crate::capabilities::UnknownCapability| bad(e.to_string()))?,
+                );
                 continue;
             };
             let scope = entry.scopes.entry(capability).or_insert(Value::Null);
