@@ -32,16 +32,18 @@ pub trait PluginStore: Send + 'static {
     fn plugin_view(&mut self) -> PluginView<'_>;
 }
 
-/// What a host call sees of the plugin's store.
+/// What a host call sees of the plugin's store. The shared parts are handles of their
+/// own (an `Arc` each, as cheap as a borrow to hand out), so a call may keep one
+/// across an `.await` while it changes the table.
 pub struct PluginView<'a> {
     /// The store's resources (executions, pods, `wasi:http` bodies).
     pub table: &'a mut ResourceTable,
     /// The plugin's name, for messages and events.
-    pub plugin: &'a Arc<str>,
+    pub plugin: Arc<str>,
     /// How far each capability reaches for this plugin (see [`super::scope`]).
-    pub scopes: &'a Arc<Scopes>,
+    pub scopes: Arc<Scopes>,
     /// The run the plugin is working for.
-    pub run: &'a Arc<RunContext>,
+    pub run: Arc<RunContext>,
     /// Each capability's own state in this store.
     pub states: &'a mut StoreStates,
 }

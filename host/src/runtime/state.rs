@@ -93,9 +93,9 @@ impl PluginStore for PluginState {
     fn plugin_view(&mut self) -> PluginView<'_> {
         PluginView {
             table: &mut self.table,
-            plugin: &self.plugin,
-            scopes: &self.scopes,
-            run: &self.run,
+            plugin: self.plugin.clone(),
+            scopes: self.scopes.clone(),
+            run: self.run.clone(),
             states: &mut self.states,
         }
     }
