@@ -401,18 +401,19 @@ pub struct ActiveSandbox {
 }
 
 impl ActiveSandbox {
-    fn handle(&self) -> anyhow::Result<ResourceAny> {
-        self.handle
-            .ok_or_else(|| anyhow::anyhow!("the sandbox was already destroyed"))
+    /// The sandbox's handle, for `call`; once destroyed, calling it is the host's
+    /// mistake, reported as a trap of the call.
+    fn handle(&self, call: &'static str) -> Result<ResourceAny, PluginError> {
+        self.handle.ok_or_else(|| PluginError::Trapped {
+            plugin: self.instance.plugin().to_string(),
+            call,
+            trap: "the sandbox was already destroyed".into(),
+        })
     }
 
     pub async fn summary(&mut self, deadline: Instant) -> Result<SandboxSummary, PluginError> {
         let plugin = self.instance.plugin();
-        let handle = self.handle().map_err(|e| PluginError::Trapped {
-            plugin: plugin.to_string(),
-            call: "summary",
-            trap: e.to_string(),
-        })?;
+        let handle = self.handle("summary")?;
         let guest = self.instance.bindings.agentgate_plugin_provider().sandbox();
         let call = guest.call_summary(&mut self.instance.store, handle);
         guard(&plugin, "summary", deadline, call).await
@@ -452,11 +453,7 @@ impl ActiveSandbox {
     /// The sandbox's resource use so far, as the provider measures it.
     pub async fn stats(&mut self) -> Result<ResourceUsage, PluginError> {
         let plugin = self.instance.plugin();
-        let handle = self.handle().map_err(|e| PluginError::Trapped {
-            plugin: plugin.to_string(),
-            call: "stats",
-            trap: e.to_string(),
-        })?;
+        let handle = self.handle("stats")?;
         let deadline = Instant::now() + Duration::from_secs(10);
         let guest = self.instance.bindings.agentgate_plugin_provider().sandbox();
         let call = guest.call_stats(&mut self.instance.store, handle);
