@@ -191,3 +191,72 @@ impl TableAs for ResourceTable {
         self.delete(host_handle::<T, W>(&handle))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    struct Placeholder;
+    struct Held(u32);
+    struct Other;
+
+    #[test]
+    fn a_handle_reaches_the_host_value_it_was_pushed_as_and_no_other_type() {
+        let mut table = ResourceTable::new();
+        let handle: Resource<Placeholder> = table.push_as(Held(7)).unwrap();
+        assert_eq!(table.get_as::<Held, _>(&handle).unwrap().0, 7);
+        table.get_mut_as::<Held, _>(&handle).unwrap().0 = 8;
+        assert!(table.get_as::<Other, _>(&handle).is_err());
+        let borrowed = Resource::<Placeholder>::new_borrow(handle.rep());
+        assert_eq!(table.get_as::<Held, _>(&borrowed).unwrap().0, 8);
+        assert_eq!(table.delete_as::<Held, _>(handle).unwrap().0, 8);
+    }
+
+    struct Closing(Arc<AtomicBool>);
+
+    impl StoreState for Closing {
+        fn close(&self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    struct Counter(u32);
+
+    impl StoreState for Counter {}
+
+    struct Absent;
+
+    impl StoreState for Absent {}
+
+    #[test]
+    fn a_store_state_is_found_by_its_type_and_closed_with_the_others() {
+        let closed = Arc::new(AtomicBool::new(false));
+        let mut states = StoreStates(vec![
+            Box::new(Counter(1)),
+            Box::new(Closing(closed.clone())),
+        ]);
+        states.get_mut::<Counter>().unwrap().0 += 1;
+        assert_eq!(states.get::<Counter>().unwrap().0, 2);
+        assert!(states.get::<Absent>().is_none());
+        states.close();
+        assert!(closed.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn every_store_has_the_process_and_http_capabilities_state() {
+        let plugin: Arc<str> = "p".into();
+        let run = RunContext::describe_only();
+        let states = StoreStates::new(&StoreSetup {
+            plugin: &plugin,
+            scopes: &Scopes::default(),
+            run: &run,
+            http: Default::default(),
+        });
+        assert!(states
+            .get::<super::super::process::ProcessGroups>()
+            .is_some());
+        assert!(states.get::<super::super::http::HttpStore>().is_some());
+    }
+}
