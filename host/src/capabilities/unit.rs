@@ -1,13 +1,15 @@
 //! The one trait every host capability implements, and the name handle the rest of
 //! the host uses for one.
 //!
-//! The runtime, the engine and the registry reach a capability only through
+//! The runtime, the engine and `gc` reach a capability only through
 //! [`HostCapability`]: they link what it links, parse and show the scope it shapes,
-//! keep the per-run and per-store state it makes, ask it which host objects it created and let it
-//! reclaim what a dead run left, or what a run whose provider's `destroy` failed
-//! still holds. None of them names a capability, so adding one is a
-//! new folder under `capabilities/` and a line in [`super::ALL`]
-//! (docs/adding-a-host-capability.md).
+//! keep the per-run and per-store state it makes, ask it which host objects it
+//! created and let it reclaim what a dead run left, or what a run whose provider's
+//! `destroy` failed still holds. None of them names a capability, so adding one is a
+//! new folder under `capabilities/` and a line in the list that makes [`super::ALL`]
+//! and [`super::add_to_linker`] (docs/adding-a-host-capability.md). Its errors are
+//! typed ([`HostSectionError`], [`ReclaimError`], [`UnknownCapability`]) and keep the
+//! capability's own error as their source.
 
 use std::any::Any;
 use std::fmt;
