@@ -351,7 +351,7 @@ fn an_agent_edit_in_a_subprocess_sandbox_shows_in_modified_files() {
 #[test]
 fn status_diff_commit_and_push() {
     use agentgate::capabilities::git::{self, credentials::Secret};
-    use agentgate::runtime::bindings::git::{ChangeKind, Credentials};
+    use agentgate::wit::git::{ChangeKind, Credentials};
     if !git_available() {
         return;
     }
@@ -619,7 +619,7 @@ struct Library {
 impl Library {
     fn new() -> Library {
         use agentgate::capabilities::git::credentials::Secret;
-        use agentgate::runtime::bindings::git::Credentials;
+        use agentgate::wit::git::Credentials;
         let root = tempfile::tempdir().unwrap();
         let repo = make_repo(root.path(), "app");
         let server = HttpGit::start(root.path(), Some(TOKEN));

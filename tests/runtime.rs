@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use agentgate::engine::{self, RunError, RunRequest};
 use agentgate::record::RunStatus;
-use agentgate::runtime::bindings::types::PluginKind;
 use agentgate::runtime::{Grants, LoadStats, PluginLimits, PluginOrigin, Runtime, RuntimeConfig};
+use agentgate::wit::types::PluginKind;
 use support::{fixture_plugins, shell_agent, task_spec};
 
 async fn runtime(grants: Grants, limits: PluginLimits) -> Arc<Runtime> {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use agentgate::runtime::bindings::SUPPORTED_LINES;
+use agentgate::wit::SUPPORTED_LINES;
 use support::{local_subprocess, oldest_line_driver, repo_root, stderr, task_spec, Home};
 
 const REMEDY: &str = "a frozen line never changes, because plugins built against it must keep loading: make a new line instead (bump the package version in wit/worlds.wit and freeze it in wit/frozen/<version>, see wit/README.md)";

@@ -24,16 +24,16 @@ use std::time::Duration;
 use agentgate::capabilities::labels::RunIdentity;
 use agentgate::capabilities::SandboxBroker;
 use agentgate::record::{EventSink, OutputLogs, Redactor};
-use agentgate::runtime::bindings::agent_driver::exports::agentgate::plugin::driver::{
-    AgentCapabilities, AgentTask,
-};
-use agentgate::runtime::bindings::sandbox::SandboxDetails;
-use agentgate::runtime::bindings::sandbox_provider::exports::agentgate::plugin::provider::{
-    SandboxRequest, WorkspaceMount,
-};
-use agentgate::runtime::bindings::types::{NetworkMode, Resources};
 use agentgate::runtime::cache::{ComponentCache, PluginCache, DEFAULT_MAX_BYTES};
 use agentgate::runtime::{Runtime, RuntimeConfig};
+use agentgate::wit::agent_driver::exports::agentgate::plugin::driver::{
+    AgentCapabilities, AgentTask,
+};
+use agentgate::wit::sandbox::SandboxDetails;
+use agentgate::wit::sandbox_provider::exports::agentgate::plugin::provider::{
+    SandboxRequest, WorkspaceMount,
+};
+use agentgate::wit::types::{NetworkMode, Resources};
 use criterion::{criterion_group, criterion_main, Criterion};
 use tokio::time::Instant;
 

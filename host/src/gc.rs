@@ -47,8 +47,8 @@ use crate::record::{
     write_crashed_result, CrashedRun, EventSink, SandboxState, WorkspaceRecord, WORKSPACE_SCRATCH,
 };
 use crate::registry::{is_orphan, Liveness, Owner, Registry, RegistryError, RunRow, RunState};
-use crate::runtime::bindings::types::PluginKind;
 use crate::runtime::{PluginError, Runtime};
+use crate::wit::types::PluginKind;
 
 /// How long one provider call of gc may take.
 const CALL_LIMIT: Duration = Duration::from_secs(60);
@@ -361,7 +361,7 @@ pub async fn reap_run(
                     .or_default()
                     .extend(reclaimed.names);
             }
-            Some(Err(e)) => done.errors.push(e),
+            Some(Err(e)) => done.errors.push(e.to_string()),
         }
     }
     done
@@ -504,9 +504,7 @@ pub enum ProviderError {
 struct Provider {
     instance: crate::runtime::instance::ProviderInstance,
     name: String,
-    leftovers: Vec<
-        crate::runtime::bindings::sandbox_provider::exports::agentgate::plugin::provider::Leftover,
-    >,
+    leftovers: Vec<crate::wit::sandbox_provider::exports::agentgate::plugin::provider::Leftover>,
     list_error: Option<PluginError>,
 }
 

@@ -25,7 +25,7 @@ pub fn builtin_component(crate_name: &str) -> PathBuf {
 /// The committed driver built against the oldest line the host supports, in the
 /// version `version` (`1.0.0` or `1.1.0`): see `tests/fixtures/wit-lines`.
 pub fn oldest_line_driver(version: &str) -> PathBuf {
-    let oldest = agentgate::runtime::bindings::SUPPORTED_LINES[0].version;
+    let oldest = agentgate::wit::SUPPORTED_LINES[0].version;
     repo_root()
         .join("tests/fixtures/wit-lines")
         .join(oldest)

@@ -6,6 +6,9 @@
 //! plugin that stops reading stalls the pump, not the host. Dropping an `Execution`
 //! (the plugin drops its handle, its store dies, or the run is cancelled) kills the
 //! command and everything it started.
+//!
+//! The table holds an [`Execution`]; the plugin's handle is the contract's
+//! `execution` (see [`super::view::TableAs`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,10 +17,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use wasmtime::component::Resource;
 
+use crate::capabilities::view::TableAs;
+use crate::capabilities::PluginView;
 use crate::record::OutputLogs;
-use crate::runtime::bindings::execution::{HostExecution, Output};
-use crate::runtime::bindings::types::{Error, ExitStatus, ResourceUsage};
-use crate::runtime::PluginState;
+use crate::wit::execution::{Execution as WitExecution, HostExecution, Output};
+use crate::wit::types::{Error, ExitStatus, ResourceUsage};
 
 /// Largest chunk delivered by one `read`.
 pub const MAX_CHUNK: usize = 64 * 1024;
@@ -143,34 +147,46 @@ impl Drop for Execution {
     }
 }
 
-impl crate::runtime::bindings::execution::Host for PluginState {}
+impl crate::wit::execution::Host for PluginView<'_> {}
 
-impl HostExecution for PluginState {
-    async fn id(&mut self, this: Resource<Execution>) -> wasmtime::Result<String> {
-        Ok(self.table.get(&this)?.id().to_string())
+impl HostExecution for PluginView<'_> {
+    async fn id(&mut self, this: Resource<WitExecution>) -> wasmtime::Result<String> {
+        Ok(self.table.get_as::<Execution, _>(&this)?.id().to_string())
     }
 
-    async fn read(&mut self, this: Resource<Execution>, wait_ms: u32) -> wasmtime::Result<Output> {
+    async fn read(
+        &mut self,
+        this: Resource<WitExecution>,
+        wait_ms: u32,
+    ) -> wasmtime::Result<Output> {
         let wait = Duration::from_millis(u64::from(wait_ms.min(60_000)));
-        Ok(self.table.get_mut(&this)?.read(wait).await)
+        Ok(self
+            .table
+            .get_mut_as::<Execution, _>(&this)?
+            .read(wait)
+            .await)
     }
 
     async fn write_stdin(
         &mut self,
-        this: Resource<Execution>,
+        this: Resource<WitExecution>,
         data: Vec<u8>,
     ) -> wasmtime::Result<Result<(), Error>> {
-        Ok(self.table.get_mut(&this)?.write_stdin(&data).await)
+        Ok(self
+            .table
+            .get_mut_as::<Execution, _>(&this)?
+            .write_stdin(&data)
+            .await)
     }
 
-    async fn close_stdin(&mut self, this: Resource<Execution>) -> wasmtime::Result<()> {
-        self.table.get_mut(&this)?.close_stdin();
+    async fn close_stdin(&mut self, this: Resource<WitExecution>) -> wasmtime::Result<()> {
+        self.table.get_mut_as::<Execution, _>(&this)?.close_stdin();
         Ok(())
     }
 
     async fn usage(
         &mut self,
-        _this: Resource<Execution>,
+        _this: Resource<WitExecution>,
     ) -> wasmtime::Result<Result<ResourceUsage, Error>> {
         Ok(Err(Error::Unavailable(
             "per-command resource usage needs cgroup accounting, which this host does not have yet"
@@ -178,13 +194,13 @@ impl HostExecution for PluginState {
         )))
     }
 
-    async fn kill(&mut self, this: Resource<Execution>) -> wasmtime::Result<()> {
-        self.table.get(&this)?.kill();
+    async fn kill(&mut self, this: Resource<WitExecution>) -> wasmtime::Result<()> {
+        self.table.get_as::<Execution, _>(&this)?.kill();
         Ok(())
     }
 
-    async fn drop(&mut self, this: Resource<Execution>) -> wasmtime::Result<()> {
-        self.table.delete(this)?;
+    async fn drop(&mut self, this: Resource<WitExecution>) -> wasmtime::Result<()> {
+        self.table.delete_as::<Execution, _>(this)?;
         Ok(())
     }
 }

@@ -15,6 +15,8 @@
 use std::path::Path;
 use std::time::SystemTime;
 
+use crate::wit::types::Error;
+
 /// No plugin may set a label under this prefix.
 pub const LABEL_PREFIX: &str = "io.agentgate.";
 pub const LABEL_RUN_ID: &str = "io.agentgate.run-id";
@@ -86,7 +88,7 @@ mod tests {
     fn only_a_run_context_has_an_identity() {
         use crate::capabilities::RunContext;
         use crate::record::EventSink;
-        use crate::runtime::bindings::types::Error;
+        use crate::wit::types::Error;
 
         let identity = RunIdentity::new("r1".into(), "pid=1".into(), Path::new("/h"));
         let run = RunContext::new(

@@ -2,10 +2,11 @@
 //!
 //! A capability (`events`, `process`, `docker`, `git`, `github`, `sandbox`, `http`,
 //! `kubernetes`)
-//! implements its WIT interface for [`PluginState`](crate::runtime::PluginState) and
-//! the one trait [`HostCapability`] (its `unit.rs`), through which the runtime links
-//! it, reads and shows its operator scope, makes its per-run state, and `gc` reclaims
-//! what it left; [`ALL`] lists them. A plugin can only reach a capability whose
+//! implements its WIT interface for the [`PluginView`] a host call sees of the store
+//! (see [`view`]) and the one trait [`HostCapability`] (its `unit.rs`), through which
+//! the runtime links it, reads and shows its operator scope, makes its per-run and
+//! per-store state, and `gc` reclaims what it left; one list makes [`ALL`] and
+//! [`add_to_linker`]. A plugin can only reach a capability whose
 //! interface it imports and was granted; the runtime checks that at load. What all of
 //! them act on is the plugin's [`RunContext`]; what they report goes into the run
 //! record ([`crate::record`]). `execution` is not a capability: it is the handle type
@@ -16,8 +17,6 @@ pub mod events;
 pub mod execution;
 pub mod git;
 pub mod github;
-#[cfg(test)]
-mod grants_tests;
 pub mod http;
 pub mod kubernetes;
 pub mod labels;
@@ -25,30 +24,71 @@ pub mod process;
 pub mod sandbox;
 pub mod scope;
 mod unit;
+pub mod view;
 
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use crate::host_paths::BindScope;
 use crate::record::EventSink;
-use crate::runtime::host_paths::BindScope;
 
 pub use sandbox::SandboxBroker;
-pub use unit::{Capability, DeleteLeft, HostCapability, Reclaimed};
+pub use unit::{
+    Capability, DeleteLeft, HostCapability, HostSectionError, ReclaimError, Reclaimed,
+    UnknownCapability,
+};
+pub use view::{HasPluginView, PluginStore, PluginView, StoreSetup, StoreState, StoreStates};
 
-/// Every capability of this host, in the order they are listed to users. Adding a
-/// capability adds its line here.
-pub static ALL: &[&dyn HostCapability] = &[
-    &events::unit::Events,
-    &process::unit::Process,
-    &docker::unit::Docker,
-    &git::unit::Git,
-    &github::unit::Github,
-    &sandbox::unit::Sandbox,
-    &http::unit::Http,
-    &kubernetes::unit::Kubernetes,
+/// Lists the capabilities once and makes both things that need the list: [`ALL`], the
+/// objects the rest of the host asks about a capability through, and
+/// [`add_to_linker`], which links every capability into a linker of any store data
+/// that is a [`PluginStore`].
+///
+/// Why a macro rather than a loop over [`ALL`]: linking is generic over the store's
+/// type (the runtime's, which this layer cannot name), and a generic method makes a
+/// trait unusable as an object; [`HostCapability::add_to_linker`] is therefore only
+/// callable on the concrete unit (`where Self: Sized`), which this list names.
+macro_rules! capabilities {
+    ($($unit:path),* $(,)?) => {
+        /// Every capability of this host, in the order they are listed to users.
+        /// Adding a capability adds its line to the list this is made from.
+        pub static ALL: &[&dyn HostCapability] = &[$(&$unit),*];
+
+        /// Links the interfaces of the contract that are no capability (`types`,
+        /// `execution`) and every capability's, into the one linker every plugin is
+        /// instantiated with. Whether a plugin may import one is decided at load.
+        pub fn add_to_linker<T: PluginStore>(
+            linker: &mut wasmtime::component::Linker<T>,
+        ) -> wasmtime::Result<()> {
+            crate::wit::types::add_to_linker::<T, HasPluginView>(linker, T::plugin_view)?;
+            crate::wit::execution::add_to_linker::<T, HasPluginView>(linker, T::plugin_view)?;
+            $(HostCapability::add_to_linker(&$unit, linker)?;)*
+            Ok(())
+        }
+    };
+}
+
+capabilities![
+    events::unit::Events,
+    process::unit::Process,
+    docker::unit::Docker,
+    git::unit::Git,
+    github::unit::Github,
+    sandbox::unit::Sandbox,
+    http::unit::Http,
+    kubernetes::unit::Kubernetes,
 ];
+
+/// Host paths no TaskSpec may name and no sandbox may bind, whatever the operator
+/// allows, with why: every capability's [`HostCapability::guarded_paths`], for
+/// [`crate::host_paths`], which sits below the capabilities and is handed them.
+pub fn guarded_paths() -> Vec<(std::path::PathBuf, &'static str)> {
+    Capability::all()
+        .flat_map(|c| c.unit().guarded_paths())
+        .collect()
+}
 
 /// The host-wide sections of `grants.yaml` the operator wrote, by capability (see
 /// [`HostCapability::host_section_fields`]).
@@ -185,9 +225,9 @@ impl RunContext {
 
     /// Whose the run's objects are, for the labels on them. Without an identity nothing
     /// may be made: its objects could not be told from another home's.
-    pub fn identity(&self) -> Result<&labels::RunIdentity, crate::runtime::bindings::types::Error> {
+    pub fn identity(&self) -> Result<&labels::RunIdentity, crate::wit::types::Error> {
         self.identity.as_ref().ok_or_else(|| {
-            crate::runtime::bindings::types::Error::Unavailable(
+            crate::wit::types::Error::Unavailable(
                 "this process does not know its agentgate home, so the objects it would make \
                  could not be told from another home's; run through the agentgate command or \
                  set AGENTGATE_HOME"
@@ -282,7 +322,7 @@ impl RunContext {
     }
 }
 
-impl crate::runtime::bindings::types::Host for crate::runtime::PluginState {}
+impl crate::wit::types::Host for PluginView<'_> {}
 
 /// The words that end every `unavailable` error saying that this machine lacks
 /// something a run needs, so a user learns every missing prerequisite at once rather
@@ -291,8 +331,8 @@ pub const DOCTOR_HINT: &str = "run `agentgate doctor` for every check";
 
 /// The contract's `unavailable` error for a prerequisite this machine lacks: `message`
 /// says what and how to get it; [`DOCTOR_HINT`] follows.
-pub(crate) fn lacking(message: impl std::fmt::Display) -> crate::runtime::bindings::types::Error {
-    crate::runtime::bindings::types::Error::Unavailable(format!("{message}; {DOCTOR_HINT}"))
+pub(crate) fn lacking(message: impl std::fmt::Display) -> crate::wit::types::Error {
+    crate::wit::types::Error::Unavailable(format!("{message}; {DOCTOR_HINT}"))
 }
 
 /// `message` without the [`DOCTOR_HINT`] that [`lacking`] added, for `agentgate
@@ -304,14 +344,9 @@ pub fn without_doctor_hint(message: &str) -> &str {
 }
 
 /// The contract's `invalid-spec` error for `path` (relative to the request).
-pub(crate) fn invalid_spec(
-    path: &str,
-    message: impl Into<String>,
-) -> crate::runtime::bindings::types::Error {
-    crate::runtime::bindings::types::Error::InvalidSpec(
-        crate::runtime::bindings::types::FieldError {
-            path: path.to_string(),
-            message: message.into(),
-        },
-    )
+pub(crate) fn invalid_spec(path: &str, message: impl Into<String>) -> crate::wit::types::Error {
+    crate::wit::types::Error::InvalidSpec(crate::wit::types::FieldError {
+        path: path.to_string(),
+        message: message.into(),
+    })
 }

@@ -357,7 +357,7 @@ pub fn mapping(entry: &mut Value) -> &mut serde_yaml::Mapping {
 }
 
 /// A call outside its plugin's scope: what the plugin gets back as `denied`, and the
-/// `denied` event of the run (see `PluginState::scope_denied`).
+/// `denied` event of the run (see `PluginView::scope_denied`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScopeDenial {
     pub plugin: String,

@@ -1,13 +1,15 @@
 //! The one trait every host capability implements, and the name handle the rest of
 //! the host uses for one.
 //!
-//! The runtime, the engine and the registry reach a capability only through
+//! The runtime, the engine and `gc` reach a capability only through
 //! [`HostCapability`]: they link what it links, parse and show the scope it shapes,
-//! keep the per-run state it makes, ask it which host objects it created and let it
-//! reclaim what a dead run left, or what a run whose provider's `destroy` failed
-//! still holds. None of them names a capability, so adding one is a
-//! new folder under `capabilities/` and a line in [`super::ALL`]
-//! (docs/adding-a-host-capability.md).
+//! keep the per-run and per-store state it makes, ask it which host objects it
+//! created and let it reclaim what a dead run left, or what a run whose provider's
+//! `destroy` failed still holds. None of them names a capability, so adding one is a
+//! new folder under `capabilities/` and a line in the list that makes [`super::ALL`]
+//! and [`super::add_to_linker`] (docs/adding-a-host-capability.md). Its errors are
+//! typed ([`HostSectionError`], [`ReclaimError`], [`UnknownCapability`]) and keep the
+//! capability's own error as their source.
 
 use std::any::Any;
 use std::fmt;
@@ -18,8 +20,8 @@ use serde_yaml::Value;
 use wasmtime::component::Linker;
 
 use super::scope::ScopeShape;
+use super::view::{PluginStore, StoreSetup, StoreState};
 use super::RunContext;
-use crate::runtime::PluginState;
 
 /// One host capability: a WIT interface (or a few) a plugin must be granted.
 pub trait HostCapability: Sync {
@@ -35,9 +37,14 @@ pub trait HostCapability: Sync {
     fn free_interfaces(&self) -> &'static [(&'static str, &'static str)] {
         &[]
     }
-    /// Links its interfaces into the one linker every plugin is instantiated with.
-    /// Whether a plugin may import them is decided at load from its grant.
-    fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()>;
+    /// Links its interfaces into the one linker every plugin is instantiated with,
+    /// its host traits implemented for [`PluginView`](super::PluginView) and reached
+    /// through [`PluginStore::plugin_view`]. Whether a plugin may import them is
+    /// decided at load from its grant. Generic over the store data, so called on the
+    /// concrete unit only (by [`super::add_to_linker`], from the one list).
+    fn add_to_linker<T: PluginStore>(&self, linker: &mut Linker<T>) -> wasmtime::Result<()>
+    where
+        Self: Sized;
     /// The shape of its operator scope; `None`: the grant alone says everything.
     fn scope(&self) -> Option<&'static dyn ScopeShape> {
         None
@@ -50,12 +57,21 @@ pub trait HostCapability: Sync {
     /// Reads its host-wide section (its keys already checked): the folders it names
     /// that belong to the top-level `mounts:` (an older spelling kept working), with
     /// the warning to print, or why it does not read.
-    fn read_host_section(&self, _section: &Value) -> Result<Option<(Vec<String>, String)>, String> {
+    fn read_host_section(
+        &self,
+        _section: &Value,
+    ) -> Result<Option<(Vec<String>, String)>, HostSectionError> {
         Ok(None)
     }
     /// What it keeps for one run, made when the run's context is (`section`: its
     /// host-wide section, when the operator wrote one).
     fn run_state(&self, _section: Option<&Value>) -> Option<Arc<dyn Any + Send + Sync>> {
+        None
+    }
+    /// What it keeps for one plugin store, made with the store (the `process`
+    /// capability's process groups); found again in the [`PluginView`](super::PluginView)'s
+    /// `states` by its type. `None`: it keeps nothing per store.
+    fn store_state(&self, _store: &StoreSetup<'_>) -> Option<Box<dyn StoreState>> {
         None
     }
     /// Host paths no TaskSpec may name and no sandbox may bind, whatever the operator
@@ -71,7 +87,7 @@ pub trait HostCapability: Sync {
     /// Reclaims what the dead run `run_id` left behind that only this capability
     /// knows how to find, and says what it removed; `dry_run`: only what it would look
     /// for. Called by `gc`; `None`: it leaves nothing of its own.
-    fn reap_run(&self, _run_id: &str, _dry_run: bool) -> Option<Result<Reclaimed, String>> {
+    fn reap_run(&self, _run_id: &str, _dry_run: bool) -> Option<Result<Reclaimed, ReclaimError>> {
         None
     }
     /// Deletes what this capability made for the live run `run` and still holds (its
@@ -85,7 +101,48 @@ pub trait HostCapability: Sync {
 }
 
 /// What [`HostCapability::delete_left`] returns: the deletion, to be awaited.
-pub type DeleteLeft<'a> = futures_util::future::BoxFuture<'a, Result<Reclaimed, String>>;
+pub type DeleteLeft<'a> = futures_util::future::BoxFuture<'a, Result<Reclaimed, ReclaimError>>;
+
+/// Any error, kept with its sources, that a capability's own code returns through
+/// this trait (its scope readers, its clients).
+type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a capability's host-wide section of `grants.yaml` does not read
+/// ([`HostCapability::read_host_section`]); shown as the capability's reader says it.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct HostSectionError(Cause);
+
+impl HostSectionError {
+    /// The section does not read, for `cause`.
+    pub fn new(cause: impl Into<Cause>) -> HostSectionError {
+        HostSectionError(cause.into())
+    }
+}
+
+/// Why a capability did not reclaim everything of a run
+/// ([`HostCapability::reap_run`], [`HostCapability::delete_left`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReclaimError {
+    /// Removing what it made of the run (its `kind`, plural: `cgroups`) failed.
+    #[error("removing its {kind}: {source}")]
+    Removing {
+        kind: &'static str,
+        #[source]
+        source: Cause,
+    },
+    /// Some of what it held was not deleted: one entry per object, naming it and why.
+    #[error("{}", .failures.join("; "))]
+    NotDeleted { failures: Vec<String> },
+}
+
+/// A capability name this host does not have ([`Capability`]'s `FromStr`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown capability {name:?}; expected one of {}", NAMES.join(", "))]
+pub struct UnknownCapability {
+    pub name: String,
+}
 
 /// What a capability reclaimed of a dead run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,13 +202,10 @@ impl fmt::Display for Capability {
 }
 
 impl std::str::FromStr for Capability {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Capability::named(s).ok_or_else(|| {
-            format!(
-                "unknown capability {s:?}; expected one of {}",
-                NAMES.join(", ")
-            )
+    type Err = UnknownCapability;
+    fn from_str(s: &str) -> Result<Self, UnknownCapability> {
+        Capability::named(s).ok_or_else(|| UnknownCapability {
+            name: s.to_string(),
         })
     }
 }

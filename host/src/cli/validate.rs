@@ -2,7 +2,7 @@
 //!
 //! Each document is parsed and checked; then its `options` are checked against the
 //! schemas of the installed plugins, and its host paths against the operator's host
-//! path policy ([`crate::runtime::host_paths`]), as `run` would before it starts. A
+//! path policy ([`crate::host_paths`]), as `run` would before it starts. A
 //! value no installed plugin serves, or a host path that does not exist here (or is
 //! relative), is only a note: the document may be meant for another machine.
 
@@ -11,8 +11,8 @@ use std::process::ExitCode;
 
 use super::Cli;
 use crate::engine::{resolve_plugins, PluginProblem};
+use crate::host_paths::HostPaths;
 use crate::record::is_secret_name;
-use crate::runtime::host_paths::HostPaths;
 
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
@@ -25,7 +25,11 @@ pub async fn run(cli: &Cli, args: &ValidateArgs) -> ExitCode {
     let mut failed = false;
     let (runtime, host_paths) = match cli.grants() {
         Ok(grants) => {
-            let host_paths = HostPaths::of_this_host(&grants.paths, cli.home());
+            let host_paths = HostPaths::of_this_host(
+                &grants.paths,
+                cli.home(),
+                crate::capabilities::guarded_paths(),
+            );
             let runtime = match cli.runtime_with(grants).await {
                 Ok(runtime) => Some(runtime),
                 Err(e) => {

@@ -1,10 +1,10 @@
 //! Choosing the plugins a TaskSpec names, and checking each section's `options`
 //! against the JSON Schema its plugin declares.
 
-use crate::runtime::bindings::types::PluginKind;
 use crate::runtime::catalog::ResolveError;
 use crate::runtime::{LoadedPlugin, Runtime};
 use crate::taskspec::{self, TaskSpec};
+use crate::wit::types::PluginKind;
 
 /// The three plugins a TaskSpec resolved to.
 pub struct Plugins<'a> {

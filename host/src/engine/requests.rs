@@ -11,16 +11,16 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::capabilities::labels::{LABEL_CREATED, LABEL_OWNER, LABEL_RUN_ID};
-use crate::runtime::bindings::agent_driver::exports::agentgate::plugin::driver::{
+use crate::taskspec::{self, Network, TaskSpec};
+use crate::wit::agent_driver::exports::agentgate::plugin::driver::{
     AgentCapabilities, AgentTask, McpServer, ToolSetting,
 };
-use crate::runtime::bindings::sandbox::SandboxDetails;
-use crate::runtime::bindings::sandbox_provider::exports::agentgate::plugin::provider::{
+use crate::wit::sandbox::SandboxDetails;
+use crate::wit::sandbox_provider::exports::agentgate::plugin::provider::{
     SandboxRequest, SandboxSummary, WorkspaceMount,
 };
-use crate::runtime::bindings::types::{EnvVar, Label, Mount, NetworkMode, Resources};
-use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::source::WorkspaceRequest;
-use crate::taskspec::{self, Network, TaskSpec};
+use crate::wit::types::{EnvVar, Label, Mount, NetworkMode, Resources};
+use crate::wit::workspace_source::exports::agentgate::plugin::source::WorkspaceRequest;
 
 /// The workspace source's request: its `workspace:` section as JSON, and the scratch
 /// folder in the run's folder it may fill.

@@ -21,18 +21,18 @@ use crate::changeset::{
     GitBaseline, GitChanges, Snapshot, COLLECT_SECS, PATCH_FILE_BYTES, PATCH_TOTAL_BYTES,
 };
 use crate::gc::{GcOptions, Providers, Scope};
+use crate::host_paths::{self, BindScope, HostPaths, PathUse};
 use crate::record::{
     AgentRecord, EventSink, FileChange, LogsRecord, Observer, OutputLogs, PatchRecord, PhaseStatus,
     PluginRecord, Redactor, ResourceUsage, RunFolder, RunResult, RunStatus, SandboxInfo,
     SandboxState, WorkspaceRecord, RESULT_VERSION, WORKSPACE_SCRATCH,
 };
 use crate::registry::Tracker;
-use crate::runtime::bindings::agent_driver::exports::agentgate::plugin::driver::AgentOutcome;
-use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::source::PreparedWorkspace;
-use crate::runtime::host_paths::{self, BindScope, HostPaths, PathUse};
 use crate::runtime::instance::SourceInstance;
 use crate::runtime::{LoadedPlugin, PluginError, Runtime};
 use crate::taskspec::{self, TaskSpec};
+use crate::wit::agent_driver::exports::agentgate::plugin::driver::AgentOutcome;
+use crate::wit::workspace_source::exports::agentgate::plugin::source::PreparedWorkspace;
 
 /// How long one capability may take to delete what it holds of a run whose provider's
 /// `destroy` failed ([`crate::capabilities::HostCapability::delete_left`]).
@@ -172,6 +172,7 @@ async fn start(
     let host_paths = Arc::new(HostPaths::of_this_host(
         runtime.path_grants(),
         &request.home,
+        crate::capabilities::guarded_paths(),
     ));
     check_host_paths(&host_paths, &request.spec)?;
     check_egress_cap(runtime, &request.spec)?;

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use crate::capabilities::SandboxBroker;
 use crate::record::{EventBody, EventSink};
-use crate::runtime::bindings::types::ResourceUsage;
+use crate::wit::types::ResourceUsage;
 
 /// How often the sandbox's stats are read.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, Permissions, PermissionsExt};
 
-use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::source::{
+use crate::wit::workspace_source::exports::agentgate::plugin::source::{
     Lifetime, PreparedWorkspace, RootKind,
 };
 
@@ -166,7 +166,7 @@ fn write_scaffold_file(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::source::ScaffoldFile;
+    use crate::wit::workspace_source::exports::agentgate::plugin::source::ScaffoldFile;
 
     fn prepared(root: &Path, kind: RootKind, scaffold: Vec<ScaffoldFile>) -> PreparedWorkspace {
         PreparedWorkspace {

@@ -75,11 +75,9 @@ pub async fn describe_file(
         .iter()
         .map(|i| (i.name.clone(), i.grants()))
         .collect();
-    let wit = crate::runtime::bindings::line_of(
-        plugin.imports().interfaces.iter().map(|i| i.name.as_str()),
-    )
-    .map_err(|e| MarketError::Input(format!("it is not a plugin this host can load: {e}")))?
-    .map_or_else(|| "none".to_string(), |line| line.version.to_string());
+    let wit = crate::wit::line_of(plugin.imports().interfaces.iter().map(|i| i.name.as_str()))
+        .map_err(|e| MarketError::Input(format!("it is not a plugin this host can load: {e}")))?
+        .map_or_else(|| "none".to_string(), |line| line.version.to_string());
     Ok(ComponentFacts {
         name: plugin.name().to_string(),
         version: plugin.info().version.clone(),

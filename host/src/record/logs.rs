@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::redact::{MaskStream, Redactor};
-use crate::runtime::bindings::types::OutputPipe;
+use crate::wit::types::OutputPipe;
 
 /// The most one output log keeps.
 pub const MAX_LOG_BYTES: u64 = 64 << 20;

@@ -20,13 +20,13 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
-use super::bindings::types::{PluginInfo, PluginKind};
 pub(crate) use super::description::Description;
 use super::grants::{self, Grants, Imports, Refusal};
 use super::loader::Loader;
 use super::PluginError;
 use crate::capabilities::scope::Scopes;
 use crate::capabilities::Capability;
+use crate::wit::types::{PluginInfo, PluginKind};
 
 /// Where a plugin came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -472,7 +472,7 @@ pub(crate) async fn describe_component(
         .map(|(name, _)| name.to_string())
         .collect();
     let exports: Vec<&str> = ty.exports(engine).map(|(name, _)| name).collect();
-    super::bindings::line_of(
+    crate::wit::line_of(
         imports
             .iter()
             .map(String::as_str)

@@ -9,24 +9,27 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 use wasmtime::component::ResourceAny;
 use wasmtime::Store;
 
-use super::bindings::agent_driver::exports::agentgate::plugin::driver::{AgentOutcome, AgentTask};
-use super::bindings::agent_driver::AgentDriver;
-use super::bindings::sandbox_provider::exports::agentgate::plugin::provider::{
-    Leftover, SandboxRequest, SandboxSummary,
-};
-use super::bindings::sandbox_provider::SandboxProvider;
-use super::bindings::types::{Error, ExecRequest, PluginInfo, ResourceUsage};
-use super::bindings::workspace_source::exports::agentgate::plugin::source::{
-    PreparedWorkspace, WorkspaceRequest,
-};
-use super::bindings::workspace_source::WorkspaceSource;
 use super::{LoadedPlugin, PluginState, Runtime};
 use crate::capabilities::execution::Execution;
+use crate::capabilities::sandbox::{ProvidedSandbox, ProviderFailure};
+use crate::capabilities::view::TableAs;
 use crate::capabilities::RunContext;
+use crate::wit::agent_driver::exports::agentgate::plugin::driver::{AgentOutcome, AgentTask};
+use crate::wit::agent_driver::AgentDriver;
+use crate::wit::sandbox_provider::exports::agentgate::plugin::provider::{
+    Leftover, SandboxRequest, SandboxSummary,
+};
+use crate::wit::sandbox_provider::SandboxProvider;
+use crate::wit::types::{Error, ExecRequest, PluginInfo, ResourceUsage};
+use crate::wit::workspace_source::exports::agentgate::plugin::source::{
+    PreparedWorkspace, WorkspaceRequest,
+};
+use crate::wit::workspace_source::WorkspaceSource;
 
 /// A plugin call that did not produce a result.
 #[derive(Debug, thiserror::Error)]
@@ -211,10 +214,10 @@ impl Runtime {
         linker: &wasmtime::component::Linker<PluginState>,
         limits: &super::PluginLimits,
         component: &wasmtime::component::Component,
-        kind: super::bindings::types::PluginKind,
+        kind: crate::wit::types::PluginKind,
         label: &str,
     ) -> Result<PluginInfo, PluginError> {
-        use super::bindings::types::PluginKind;
+        use crate::wit::types::PluginKind;
         let state = PluginState::new(
             label.into(),
             RunContext::describe_only(),
@@ -398,18 +401,19 @@ pub struct ActiveSandbox {
 }
 
 impl ActiveSandbox {
-    fn handle(&self) -> anyhow::Result<ResourceAny> {
-        self.handle
-            .ok_or_else(|| anyhow::anyhow!("the sandbox was already destroyed"))
+    /// The sandbox's handle, for `call`; once destroyed, calling it is the host's
+    /// mistake, reported as a trap of the call.
+    fn handle(&self, call: &'static str) -> Result<ResourceAny, PluginError> {
+        self.handle.ok_or_else(|| PluginError::Trapped {
+            plugin: self.instance.plugin().to_string(),
+            call,
+            trap: "the sandbox was already destroyed".into(),
+        })
     }
 
     pub async fn summary(&mut self, deadline: Instant) -> Result<SandboxSummary, PluginError> {
         let plugin = self.instance.plugin();
-        let handle = self.handle().map_err(|e| PluginError::Trapped {
-            plugin: plugin.to_string(),
-            call: "summary",
-            trap: e.to_string(),
-        })?;
+        let handle = self.handle("summary")?;
         let guest = self.instance.bindings.agentgate_plugin_provider().sandbox();
         let call = guest.call_summary(&mut self.instance.store, handle);
         guard(&plugin, "summary", deadline, call).await
@@ -434,7 +438,7 @@ impl ActiveSandbox {
                     .store
                     .data_mut()
                     .table
-                    .delete(resource)
+                    .delete_as::<Execution, _>(resource)
                     .map_err(|e| PluginError::Trapped {
                         plugin: plugin.to_string(),
                         call: "exec",
@@ -449,11 +453,7 @@ impl ActiveSandbox {
     /// The sandbox's resource use so far, as the provider measures it.
     pub async fn stats(&mut self) -> Result<ResourceUsage, PluginError> {
         let plugin = self.instance.plugin();
-        let handle = self.handle().map_err(|e| PluginError::Trapped {
-            plugin: plugin.to_string(),
-            call: "stats",
-            trap: e.to_string(),
-        })?;
+        let handle = self.handle("stats")?;
         let deadline = Instant::now() + Duration::from_secs(10);
         let guest = self.instance.bindings.agentgate_plugin_provider().sandbox();
         let call = guest.call_stats(&mut self.instance.store, handle);
@@ -488,13 +488,34 @@ impl ActiveSandbox {
         )
         .await;
         // Whatever the plugin did, nothing it started outlives the sandbox.
-        self.instance.store.data().processes.close();
+        self.instance.store.data().states.close();
         result
     }
 }
 
-/// How long a provider's `destroy` call may take.
-pub const DESTROY_LIMIT: Duration = Duration::from_secs(30);
+pub use crate::capabilities::sandbox::DESTROY_LIMIT;
+
+/// The broker of the `sandbox` capability drives the run's sandbox through this.
+impl ProvidedSandbox for ActiveSandbox {
+    fn exec(
+        &mut self,
+        request: ExecRequest,
+    ) -> BoxFuture<'_, Result<Result<Execution, Error>, ProviderFailure>> {
+        Box::pin(async move { Ok(ActiveSandbox::exec(self, request).await?) })
+    }
+
+    fn stats(&mut self) -> BoxFuture<'_, Result<ResourceUsage, ProviderFailure>> {
+        Box::pin(async move { Ok(ActiveSandbox::stats(self).await?) })
+    }
+
+    fn plugin_stdio(&self) -> Vec<u8> {
+        ActiveSandbox::plugin_stdio(self)
+    }
+
+    fn destroy(&mut self, deadline: Instant) -> BoxFuture<'_, Result<(), ProviderFailure>> {
+        Box::pin(async move { Ok(ActiveSandbox::destroy(self, deadline).await?) })
+    }
+}
 
 /// How long dropping a destroyed sandbox's handle (the guest's destructor) may take.
 const HANDLE_DROP_LIMIT: Duration = Duration::from_secs(5);

@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 use wasmtime::component::{Component, Linker};
 use wasmtime::Engine;
 
-use super::bindings::types::{PluginInfo, PluginKind};
 use super::builtin::{Builtin, PRECOMPILED_FOR};
 use super::cache::{Compiled, ComponentCache};
 use super::catalog::{self, DescribeFailure, Described, LoadedPlugin, Wasm};
 use super::engine_config::engine_key;
 use super::{PluginError, PluginLimits, PluginState, Runtime};
+use crate::wit::types::{PluginInfo, PluginKind};
 
 /// Bumped when what a description holds changes meaning.
 const DESCRIPTION_FORMAT: &str = "d1";

@@ -12,14 +12,14 @@
 //! trap, a runaway loop, memory exhaustion) poisons only that store: the call returns a
 //! [`PluginError`] that names the plugin, and the host and other runs carry on.
 
-pub mod bindings;
 mod builtin;
 pub mod cache;
 pub mod catalog;
 mod description;
 mod engine_config;
 pub mod grants;
-pub mod host_paths;
+#[cfg(test)]
+mod grants_tests;
 pub mod instance;
 mod limits;
 mod loader;
@@ -87,7 +87,7 @@ pub struct Runtime {
     pub(crate) limits: PluginLimits,
     catalog: Catalog,
     sections: crate::capabilities::HostSections,
-    path_grants: host_paths::PathGrants,
+    path_grants: crate::host_paths::PathGrants,
     egress: grants::EgressGrants,
     _ticker: EpochTicker,
 }
@@ -100,10 +100,7 @@ impl Runtime {
         let engine = build_engine()?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        bindings::add_shared_interfaces(&mut linker)?;
-        for capability in Capability::all() {
-            capability.unit().add_to_linker(&mut linker)?;
-        }
+        crate::capabilities::add_to_linker(&mut linker)?;
         let ticker = EpochTicker::start(engine.clone());
         let cache = config.cache_dir.map(|dir| {
             cache::ComponentCache::new(
@@ -151,7 +148,7 @@ impl Runtime {
     }
 
     /// The host folders the operator allows TaskSpecs (`workspaces:`, `mounts:`).
-    pub fn path_grants(&self) -> &host_paths::PathGrants {
+    pub fn path_grants(&self) -> &crate::host_paths::PathGrants {
         &self.path_grants
     }
 

@@ -1,6 +1,8 @@
-//! The data each plugin store carries: WASI (granting nothing), `wasi:http` (sending
-//! only when granted, only to the granted hosts), the resource table, limits, and the run the plugin is working
-//! for.
+//! The data each plugin store carries: WASI (granting nothing), the resource table,
+//! limits, the run the plugin is working for, and what each capability keeps per
+//! store ([`StoreStates`], `wasi:http`'s context among them), which it names none of:
+//! a capability sees the store through the [`PluginView`] this data hands out
+//! ([`PluginStore`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,20 +10,15 @@ use std::time::{Duration, Instant};
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::capabilities::http::HttpPolicy;
-use crate::capabilities::process::ProcessGroups;
-use crate::capabilities::scope::{ScopeDenial, Scopes};
-use crate::capabilities::RunContext;
+use crate::capabilities::scope::Scopes;
+use crate::capabilities::{PluginStore, PluginView, RunContext, StoreSetup, StoreStates};
 
 /// What a plugin may print to its own stdout/stderr (kept for the run's plugin log).
 const PLUGIN_STDIO_CAPACITY: usize = 1 << 20;
 
 pub struct PluginState {
     wasi: WasiCtx,
-    http: WasiHttpCtx,
-    http_policy: HttpPolicy,
     pub(crate) table: ResourceTable,
     pub(crate) limits: super::limits::StoreLimiter,
     /// The plugin's name, for messages and events.
@@ -29,8 +26,8 @@ pub struct PluginState {
     /// How far each capability reaches for this plugin (see `capabilities::scope`).
     pub(crate) scopes: Arc<Scopes>,
     pub(crate) run: Arc<RunContext>,
-    /// Process groups this store started through the `process` capability.
-    pub(crate) processes: ProcessGroups,
+    /// What each capability keeps for this store.
+    pub(crate) states: StoreStates,
     /// When the guest last got control from the host (see `limits`).
     pub(crate) guest_entered: Instant,
     /// Set while the epoch callback runs, so its return is not mistaken for a host call.
@@ -56,30 +53,25 @@ impl PluginState {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
+        let states = StoreStates::new(&StoreSetup {
+            plugin: &plugin,
+            scopes: &scopes,
+            run: &run,
+            http: limits.http,
+        });
         PluginState {
             wasi,
-            http: WasiHttpCtx::new(),
-            http_policy: HttpPolicy::new(plugin.clone(), &scopes, limits.http, run.events.clone()),
             table: ResourceTable::new(),
             limits: limits.store_limits(),
             plugin,
             scopes,
             run,
-            processes: ProcessGroups::default(),
+            states,
             guest_entered: Instant::now(),
             in_epoch_check: false,
             cpu_slice: limits.cpu_slice,
             stdio,
         }
-    }
-
-    /// Reports a call outside the plugin's scope as a `denied` event of the run, and
-    /// returns the `denied` error the plugin gets.
-    pub(crate) fn scope_denied(
-        &self,
-        denial: ScopeDenial,
-    ) -> crate::runtime::bindings::types::Error {
-        crate::runtime::bindings::types::Error::Denied(denial.record(&self.run.events))
     }
 
     /// What the plugin printed to its stdout and stderr.
@@ -97,12 +89,14 @@ impl WasiView for PluginState {
     }
 }
 
-impl WasiHttpView for PluginState {
-    fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView {
-            ctx: &mut self.http,
+impl PluginStore for PluginState {
+    fn plugin_view(&mut self) -> PluginView<'_> {
+        PluginView {
             table: &mut self.table,
-            hooks: &mut self.http_policy,
+            plugin: self.plugin.clone(),
+            scopes: self.scopes.clone(),
+            run: self.run.clone(),
+            states: &mut self.states,
         }
     }
 }

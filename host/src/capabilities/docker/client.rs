@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use bollard::errors::Error as BollardError;
 use bollard::{ClientVersion, Docker};
 
-use crate::runtime::bindings::types::Error;
+use crate::wit::types::Error;
 
 const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
 

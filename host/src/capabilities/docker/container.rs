@@ -24,7 +24,7 @@ use futures_util::StreamExt;
 use super::client;
 use crate::capabilities::process::cgroup::{ObservedCgroup, ObservedUsage};
 use crate::record::{EventBody, EventSink};
-use crate::runtime::bindings::types::{Error, NetworkMode, ResourceUsage};
+use crate::wit::types::{Error, NetworkMode, ResourceUsage};
 
 /// How often a running container's usage is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);

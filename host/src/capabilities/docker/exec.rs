@@ -26,8 +26,8 @@ use super::init;
 use crate::capabilities::execution::{feed_stdin, Execution, Kill, MAX_CHUNK};
 use crate::capabilities::invalid_spec;
 use crate::procfs::{self, Stat};
-use crate::runtime::bindings::execution::{Output, OutputChunk};
-use crate::runtime::bindings::types::{Error, ExecRequest, ExitStatus, OutputPipe};
+use crate::wit::execution::{Output, OutputChunk};
+use crate::wit::types::{Error, ExecRequest, ExitStatus, OutputPipe};
 
 /// Chunks buffered between the pump and a plugin that is slow to read.
 const BUFFERED_CHUNKS: usize = 16;

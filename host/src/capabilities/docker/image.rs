@@ -12,8 +12,8 @@ use futures_util::StreamExt;
 use super::client;
 use super::policy::ImageProcess;
 use crate::record::{EventBody, EventSink};
-use crate::runtime::bindings::docker::ImageInfo;
-use crate::runtime::bindings::types::Error;
+use crate::wit::docker::ImageInfo;
+use crate::wit::types::Error;
 
 /// The local image `image`, or `None` when it is absent.
 pub async fn inspect(image: &str) -> Result<Option<ImageInfo>, Error> {

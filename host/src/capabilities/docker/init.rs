@@ -18,7 +18,7 @@
 //! main process runs filtered, and every exec starts through it.
 
 use crate::capabilities::process::{landlock, seccomp};
-use crate::runtime::bindings::types::{Error, NetworkMode};
+use crate::wit::types::{Error, NetworkMode};
 
 /// Where the init appears in every container.
 pub const PATH_IN_CONTAINER: &str = "/.agentgate-init";

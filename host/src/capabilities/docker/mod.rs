@@ -27,11 +27,12 @@ use bollard::query_parameters::{
 };
 use wasmtime::component::Resource;
 
-use super::execution::Execution;
 use super::labels::{LABEL_HOME, LABEL_RUN_ID};
-use crate::runtime::bindings::docker::{ContainerSpec, ContainerSummary, Host, ImageInfo};
-use crate::runtime::bindings::types::{Error, ExecRequest, Label, ResourceUsage};
-use crate::runtime::PluginState;
+use crate::capabilities::view::TableAs;
+use crate::capabilities::PluginView;
+use crate::wit::docker::{ContainerSpec, ContainerSummary, Host, ImageInfo};
+use crate::wit::execution::Execution as WitExecution;
+use crate::wit::types::{Error, ExecRequest, Label, ResourceUsage};
 use container::{Container, Guard};
 use policy::Policy;
 use scope::DockerScope;
@@ -88,7 +89,7 @@ fn answer<T>(result: Result<T, Error>) -> wasmtime::Result<Result<T, Error>> {
     Ok(result)
 }
 
-impl PluginState {
+impl PluginView<'_> {
     /// The plugin's `docker` scope; a store never granted it reaches nothing.
     fn docker_scope(&self) -> DockerScope {
         (self.scopes.of::<DockerScope>().cloned()).unwrap_or_else(scope::narrowest)
@@ -103,7 +104,7 @@ impl PluginState {
         let run_folders = self.run.bind_scope().run_folders().to_vec();
         for mount in &spec.mounts {
             // A source that does not resolve is refused by the policy's own check.
-            let Ok((resolved, _)) = crate::runtime::host_paths::resolve(&mount.source, true) else {
+            let Ok((resolved, _)) = crate::host_paths::resolve(&mount.source, true) else {
                 continue;
             };
             if !run_folders.iter().any(|f| resolved.starts_with(f)) {
@@ -112,10 +113,7 @@ impl PluginState {
                     .map_err(|d| self.scope_denied(d))?;
             }
         }
-        if matches!(
-            spec.network,
-            crate::runtime::bindings::types::NetworkMode::Host
-        ) {
+        if matches!(spec.network, crate::wit::types::NetworkMode::Host) {
             scope
                 .check_host_network(&self.plugin)
                 .map_err(|d| self.scope_denied(d))?;
@@ -221,7 +219,7 @@ fn this_homes(
     Ok(())
 }
 
-impl Host for PluginState {
+impl Host for PluginView<'_> {
     async fn inspect_image(
         &mut self,
         image: String,
@@ -253,7 +251,7 @@ impl Host for PluginState {
         &mut self,
         container_id: String,
         request: ExecRequest,
-    ) -> wasmtime::Result<Result<Resource<Execution>, Error>> {
+    ) -> wasmtime::Result<Result<Resource<WitExecution>, Error>> {
         self.run.ensure_active()?;
         let container = match Container::of_run(&self.run.run_id, &container_id) {
             Ok(c) => c,
@@ -261,7 +259,7 @@ impl Host for PluginState {
         };
         let id = self.run.next_exec_id();
         match exec::start(&container, request, id).await {
-            Ok(execution) => Ok(Ok(self.table.push(execution)?)),
+            Ok(execution) => Ok(Ok(self.table.push_as(execution)?)),
             Err(e) => answer(Err(e)),
         }
     }

@@ -8,7 +8,7 @@
 //! everything. Host
 //! networking needs the operator's grant (`docker: hostNetwork` in `grants.yaml`); a bind
 //! mount must name an existing host path inside the run's own folders (workspace, sandbox
-//! state) or one the host path policy allows for mounts ([`crate::runtime::host_paths`]:
+//! state) or one the host path policy allows for mounts ([`crate::host_paths`]:
 //! never a system folder, the engine's socket or a folder holding a socket), and the
 //! path bound is the resolved one that was checked. Pure apart from the checks on the
 //! host's file system, so it is tested natively.
@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountTypeEnum};
 
 use crate::capabilities::{invalid_spec, RunContext};
-use crate::runtime::bindings::docker::ContainerSpec;
-use crate::runtime::bindings::types::{Error, NetworkMode};
-use crate::runtime::host_paths::{BindScope, Refusal};
+use crate::host_paths::{BindScope, Refusal};
+use crate::wit::docker::ContainerSpec;
+use crate::wit::types::{Error, NetworkMode};
 
 use super::init;
 
@@ -347,8 +347,8 @@ fn container_name(run_id: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::bindings::types::{EnvVar, Label, Mount as SpecMount, Resources};
-    use crate::runtime::host_paths::{HostFolders, HostPaths, PathGrants};
+    use crate::host_paths::{HostFolders, HostPaths, PathGrants};
+    use crate::wit::types::{EnvVar, Label, Mount as SpecMount, Resources};
     use std::path::{Path, PathBuf};
     use std::sync::Arc;
 

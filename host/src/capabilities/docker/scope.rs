@@ -7,7 +7,7 @@
 //! its host network and binds are what the host-wide `docker:` and the top-level
 //! `mounts:` say. A per-plugin `hostNetwork: true` never goes beyond the host-wide
 //! one, nor a per-plugin `mounts:` beyond the top-level `mounts:`
-//! ([`crate::runtime::host_paths`]): both must allow it.
+//! ([`crate::host_paths`]): both must allow it.
 //!
 //! Images are compared in Docker's normal form, so `node:20`, `library/node:20` and
 //! `docker.io/library/node:20` are one image, and a pattern is normalised the same way

@@ -7,13 +7,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_yaml::Value;
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::Linker;
 
 use super::container::Container;
 use super::scope::{DockerGrant, HOST_SECTION_FIELDS};
 use crate::capabilities::scope::ScopeShape;
-use crate::capabilities::{HostCapability, RunContext};
-use crate::runtime::PluginState;
+use crate::capabilities::{HasPluginView, PluginStore};
+use crate::capabilities::{HostCapability, HostSectionError, RunContext};
 
 pub struct Docker;
 
@@ -31,8 +31,8 @@ impl HostCapability for Docker {
     fn interfaces(&self) -> &'static [&'static str] {
         &["agentgate:plugin/docker"]
     }
-    fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-        crate::runtime::bindings::docker::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+    fn add_to_linker<T: PluginStore>(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        crate::wit::docker::add_to_linker::<T, HasPluginView>(linker, T::plugin_view)
     }
     fn scope(&self) -> Option<&'static dyn ScopeShape> {
         Some(&super::scope::Shape)
@@ -40,8 +40,11 @@ impl HostCapability for Docker {
     fn host_section_fields(&self) -> Option<&'static [&'static str]> {
         Some(HOST_SECTION_FIELDS)
     }
-    fn read_host_section(&self, section: &Value) -> Result<Option<(Vec<String>, String)>, String> {
-        let grant = DockerGrant::read(section)?;
+    fn read_host_section(
+        &self,
+        section: &Value,
+    ) -> Result<Option<(Vec<String>, String)>, HostSectionError> {
+        let grant = DockerGrant::read(section).map_err(HostSectionError::new)?;
         if grant.mounts.is_empty() {
             return Ok(None);
         }

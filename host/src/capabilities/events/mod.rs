@@ -3,10 +3,10 @@
 
 pub mod unit;
 
+use crate::capabilities::PluginView;
 use crate::record::EventBody;
-use crate::runtime::bindings::events::{Event, Host, LogLevel};
-use crate::runtime::bindings::types::OutputPipe;
-use crate::runtime::PluginState;
+use crate::wit::events::{Event, Host, LogLevel};
+use crate::wit::types::OutputPipe;
 
 fn pipe_name(pipe: OutputPipe) -> &'static str {
     match pipe {
@@ -64,7 +64,7 @@ fn record_body(event: Event) -> EventBody {
     }
 }
 
-impl Host for PluginState {
+impl Host for PluginView<'_> {
     async fn emit(&mut self, event: Event) -> wasmtime::Result<()> {
         self.run.ensure_active()?;
         self.run.events.emit(&self.plugin, record_body(event));

@@ -1,10 +1,10 @@
 //! `events` as a host capability: no scope, no per-run state of its own (the run's
 //! event sink is the run context's).
 
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::Linker;
 
 use crate::capabilities::HostCapability;
-use crate::runtime::PluginState;
+use crate::capabilities::{HasPluginView, PluginStore};
 
 pub struct Events;
 
@@ -18,7 +18,7 @@ impl HostCapability for Events {
     fn interfaces(&self) -> &'static [&'static str] {
         &["agentgate:plugin/events"]
     }
-    fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-        crate::runtime::bindings::events::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+    fn add_to_linker<T: PluginStore>(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        crate::wit::events::add_to_linker::<T, HasPluginView>(linker, T::plugin_view)
     }
 }

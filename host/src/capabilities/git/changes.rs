@@ -12,7 +12,7 @@ use git2::{Delta, DiffFindOptions, DiffOptions, Repository};
 use super::error::GitError;
 use super::host_repo::{HostRepo, Parts};
 use crate::changeset::patch_bytes;
-use crate::runtime::bindings::git::{ChangeKind, FileChange};
+use crate::wit::git::{ChangeKind, FileChange};
 
 fn tree_diff<'r>(
     repo: &'r Repository,

@@ -16,7 +16,7 @@ use git2::{build::CheckoutBuilder, AutotagOption, Direction, FetchOptions, Repos
 
 use super::credentials::{check_url, Secret};
 use super::error::GitError;
-use crate::runtime::bindings::git::RepoState;
+use crate::wit::git::RepoState;
 
 /// What a clone reports while it runs: a line of text, and objects received of total.
 pub trait Report {

@@ -11,7 +11,7 @@ use git2::{IndexAddOption, PushOptions, Signature};
 use super::credentials::{check_url, Secret};
 use super::error::GitError;
 use super::host_repo::{HostRepo, Parts};
-use crate::runtime::bindings::git::RepoState;
+use crate::wit::git::RepoState;
 
 /// Stages every change (untracked and deleted files included) and commits it.
 pub fn commit_all(path: &Path, message: &str, name: &str, email: &str) -> Result<String, GitError> {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use super::error::GitError;
 use crate::home_path::expand_home;
-use crate::runtime::bindings::git::Credentials;
+use crate::wit::git::Credentials;
 
 /// The username GitHub (and most forges) accept with a token as the password.
 const TOKEN_USER: &str = "x-access-token";

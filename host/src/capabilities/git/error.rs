@@ -4,7 +4,7 @@
 //! them into the cases a user acts on differently (credentials, a ref, a missing repo,
 //! the network), each naming the URL and the fix.
 
-use crate::runtime::bindings::types::Error;
+use crate::wit::types::Error;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {

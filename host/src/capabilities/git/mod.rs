@@ -31,13 +31,11 @@ pub use changes::{diff, status};
 pub use commit::{checkout_new_branch, commit_all, head, push};
 pub use error::GitError;
 
+use crate::capabilities::PluginView;
 use crate::record::EventBody;
 use crate::record::EventSink;
-use crate::runtime::bindings::git::{
-    CloneRequest, Credentials, FileChange, Host, RepoState, Signature,
-};
-use crate::runtime::bindings::types::Error;
-use crate::runtime::PluginState;
+use crate::wit::git::{CloneRequest, Credentials, FileChange, Host, RepoState, Signature};
+use crate::wit::types::Error;
 use credentials::Secret;
 
 /// The URL each repository of a run was cloned from, by its resolved path: recorded by
@@ -84,7 +82,7 @@ impl clone::Report for Events {
     }
 }
 
-impl PluginState {
+impl PluginView<'_> {
     /// `path` resolved, if it lies under a directory the run gave to git.
     fn repo_path(&self, path: &str) -> Result<PathBuf, GitError> {
         let path = Path::new(path);
@@ -134,14 +132,14 @@ fn secret(credentials: &Credentials) -> Result<Secret, Error> {
     Secret::resolve(credentials).map_err(Error::from)
 }
 
-impl PluginState {
+impl PluginView<'_> {
     /// The plugin's `git` scope; a store never granted it reaches nothing.
     fn git_scope(&self) -> scope::GitScope {
         (self.scopes.of::<scope::GitScope>().cloned()).unwrap_or_else(scope::narrowest)
     }
 }
 
-impl Host for PluginState {
+impl Host for PluginView<'_> {
     async fn clone(&mut self, request: CloneRequest) -> wasmtime::Result<Result<RepoState, Error>> {
         self.run.ensure_active()?;
         if let Err(denial) =

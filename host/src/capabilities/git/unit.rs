@@ -6,11 +6,11 @@ use std::any::Any;
 use std::sync::Arc;
 
 use serde_yaml::Value;
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::Linker;
 
 use crate::capabilities::scope::ScopeShape;
 use crate::capabilities::HostCapability;
-use crate::runtime::PluginState;
+use crate::capabilities::{HasPluginView, PluginStore};
 
 pub struct Git;
 
@@ -24,8 +24,8 @@ impl HostCapability for Git {
     fn interfaces(&self) -> &'static [&'static str] {
         &["agentgate:plugin/git"]
     }
-    fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-        crate::runtime::bindings::git::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+    fn add_to_linker<T: PluginStore>(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        crate::wit::git::add_to_linker::<T, HasPluginView>(linker, T::plugin_view)
     }
     fn scope(&self) -> Option<&'static dyn ScopeShape> {
         Some(&super::scope::Shape)

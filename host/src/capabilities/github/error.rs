@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::HeaderMap;
 
-use crate::runtime::bindings::types::Error;
+use crate::wit::types::Error;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GithubError {

@@ -19,13 +19,13 @@ pub mod unit;
 pub use client::{API_URL_VAR, TOKEN_VAR};
 pub use error::GithubError;
 
+use crate::capabilities::PluginView;
 use crate::record::EventBody;
-use crate::runtime::bindings::github::{Host, NewRepository, PullRequest, Repository};
-use crate::runtime::bindings::types::Error;
-use crate::runtime::PluginState;
+use crate::wit::github::{Host, NewRepository, PullRequest, Repository};
+use crate::wit::types::Error;
 use client::Client;
 
-impl PluginState {
+impl PluginView<'_> {
     /// The plugin's `github` scope; a store never granted it reaches nothing.
     fn github_scope(&self) -> scope::GithubScope {
         (self.scopes.of::<scope::GithubScope>().cloned()).unwrap_or_else(scope::narrowest)
@@ -114,7 +114,7 @@ impl PluginState {
     }
 }
 
-impl Host for PluginState {
+impl Host for PluginView<'_> {
     async fn authenticated_user(&mut self) -> wasmtime::Result<Result<String, Error>> {
         self.github(|c| async move { repos::authenticated_user(&c).await })
             .await

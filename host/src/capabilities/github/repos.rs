@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::client::Client;
 use super::error::GithubError;
-use crate::runtime::bindings::github::{NewRepository, PullRequest, Repository};
+use crate::wit::github::{NewRepository, PullRequest, Repository};
 
 /// The fields of GitHub's repository object the plugins use
 /// (<https://docs.github.com/rest/repos/repos#get-a-repository>).

@@ -1,11 +1,11 @@
 //! `github` as a host capability: the GitHub REST API with the host's token. Its
 //! scope is [`super::scope`].
 
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::Linker;
 
 use crate::capabilities::scope::ScopeShape;
 use crate::capabilities::HostCapability;
-use crate::runtime::PluginState;
+use crate::capabilities::{HasPluginView, PluginStore};
 
 pub struct Github;
 
@@ -19,8 +19,8 @@ impl HostCapability for Github {
     fn interfaces(&self) -> &'static [&'static str] {
         &["agentgate:plugin/github"]
     }
-    fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-        crate::runtime::bindings::github::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+    fn add_to_linker<T: PluginStore>(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        crate::wit::github::add_to_linker::<T, HasPluginView>(linker, T::plugin_view)
     }
     fn scope(&self) -> Option<&'static dyn ScopeShape> {
         Some(&super::scope::Shape)

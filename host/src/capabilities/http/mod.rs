@@ -25,15 +25,65 @@ use std::time::Duration;
 
 use http_body_util::BodyExt;
 use wasmtime::component::Linker;
-use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+use wasmtime_wasi_http::{
+    Error, RequestOptions, WasiBody, WasiHttp, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks,
+};
 
 use crate::capabilities::scope::{ScopeDenial, Scopes};
+use crate::capabilities::{PluginStore, PluginView, StoreSetup, StoreState};
 use crate::record::EventSink;
-use crate::runtime::PluginState;
 
-/// Links `wasi:http/types` and `wasi:http/outgoing-handler`.
-fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+/// Links `wasi:http/types` and `wasi:http/outgoing-handler`, reached through the
+/// store's [`HttpStore`] (wasmtime-wasi-http's own `add_only_http_to_linker_async`
+/// would need the store data itself to be a `WasiHttpView`, which would make the
+/// runtime's store name this capability).
+fn add_to_linker<T: PluginStore>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    use wasmtime_wasi_http::p2::bindings::{http, LinkOptions};
+    http::outgoing_handler::add_to_linker::<T, WasiHttp>(linker, http_view::<T>)?;
+    http::types::add_to_linker::<T, WasiHttp>(
+        linker,
+        &LinkOptions::default().into(),
+        http_view::<T>,
+    )
+}
+
+/// What the `http` capability keeps per store: the `wasi:http` context, and the
+/// policy its hooks apply to every request.
+pub(crate) struct HttpStore {
+    ctx: WasiHttpCtx,
+    policy: HttpPolicy,
+}
+
+impl HttpStore {
+    fn new(store: &StoreSetup<'_>) -> HttpStore {
+        HttpStore {
+            ctx: WasiHttpCtx::new(),
+            policy: HttpPolicy::new(
+                store.plugin.clone(),
+                store.scopes,
+                store.http,
+                store.run.events.clone(),
+            ),
+        }
+    }
+}
+
+impl StoreState for HttpStore {}
+
+/// The store as `wasi:http` sees it: the table, and the [`HttpStore`] as context and
+/// hooks. Every store has one ([`StoreStates::new`](crate::capabilities::StoreStates::new)
+/// makes every capability's state, and this one's always), so its absence is a bug of
+/// the host, not something a plugin can cause.
+fn http_view<T: PluginStore>(store: &mut T) -> WasiHttpCtxView<'_> {
+    let PluginView { table, states, .. } = store.plugin_view();
+    let http = states
+        .get_mut::<HttpStore>()
+        .expect("every plugin store has the http capability's state (StoreStates::new)");
+    WasiHttpCtxView {
+        ctx: &mut http.ctx,
+        table,
+        hooks: &mut http.policy,
+    }
 }
 
 /// The bounds every outgoing request runs under.

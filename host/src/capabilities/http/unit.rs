@@ -5,7 +5,7 @@ use wasmtime::component::Linker;
 
 use crate::capabilities::scope::ScopeShape;
 use crate::capabilities::HostCapability;
-use crate::runtime::PluginState;
+use crate::capabilities::{PluginStore, StoreSetup, StoreState};
 
 pub struct Http;
 
@@ -25,10 +25,15 @@ impl HostCapability for Http {
             "nothing by itself: HTTP request and response types (sending needs capability http)",
         )]
     }
-    fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+    fn add_to_linker<T: PluginStore>(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
         super::add_to_linker(linker)
     }
     fn scope(&self) -> Option<&'static dyn ScopeShape> {
         Some(&super::scope::Shape)
+    }
+    /// The store's `wasi:http` context and the policy every request it sends runs
+    /// under (none, without the grant).
+    fn store_state(&self, store: &StoreSetup<'_>) -> Option<Box<dyn StoreState>> {
+        Some(Box::new(super::HttpStore::new(store)))
     }
 }

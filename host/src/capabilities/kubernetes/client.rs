@@ -11,7 +11,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 use crate::capabilities::lacking;
-use crate::runtime::bindings::types::Error;
+use crate::wit::types::Error;
 
 /// Connecting to the API server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -23,8 +23,8 @@ use tokio::time::Instant;
 use super::exec::Target;
 use crate::beneath::archive::{self as transfer, Bounds, Moved, Stopped, TransferError};
 use crate::capabilities::invalid_spec;
-use crate::runtime::bindings::kubernetes_v0_1_0::cluster::Transfer;
-use crate::runtime::bindings::types::Error;
+use crate::wit::kubernetes_v0_1_0::cluster::Transfer;
+use crate::wit::types::Error;
 
 /// How long one copy may take.
 #[derive(Debug, Clone, Copy)]

@@ -26,8 +26,8 @@ use super::client;
 use super::objects::CONTAINER;
 use crate::capabilities::execution::{feed_stdin, Execution, Kill, MAX_CHUNK};
 use crate::capabilities::invalid_spec;
-use crate::runtime::bindings::execution::{Output, OutputChunk};
-use crate::runtime::bindings::types::{Error, ExecRequest, ExitStatus, OutputPipe};
+use crate::wit::execution::{Output, OutputChunk};
+use crate::wit::types::{Error, ExecRequest, ExitStatus, OutputPipe};
 
 /// Chunks buffered between the pump and a plugin that is slow to read.
 const BUFFERED_CHUNKS: usize = 16;
@@ -415,7 +415,7 @@ async fn run_unbounded(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::bindings::types::EnvVar;
+    use crate::wit::types::EnvVar;
 
     fn request(env: &[(&str, &str)]) -> ExecRequest {
         ExecRequest {

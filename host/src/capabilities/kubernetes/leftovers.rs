@@ -23,8 +23,8 @@ use super::pod;
 use super::scope::{AllowedCluster, KubernetesScope};
 use crate::capabilities::labels::{LABEL_HOME, LABEL_RUN_ID};
 use crate::capabilities::scope::Patterns;
-use crate::runtime::bindings::kubernetes_v0_1_0::cluster::Leftover;
-use crate::runtime::bindings::types::{Error, Label};
+use crate::wit::kubernetes_v0_1_0::cluster::Leftover;
+use crate::wit::types::{Error, Label};
 
 /// What a leftover's opaque id names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,7 +42,7 @@ impl LeftoverId {
 
     pub fn decode(id: &str) -> Result<LeftoverId, Error> {
         serde_json::from_str(id).map_err(|e| {
-            Error::InvalidSpec(crate::runtime::bindings::types::FieldError {
+            Error::InvalidSpec(crate::wit::types::FieldError {
                 path: "id".into(),
                 message: format!("not an id list-leftovers returned: {e}"),
             })

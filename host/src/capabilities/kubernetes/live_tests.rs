@@ -20,9 +20,9 @@ use super::scope::{AllowedCluster, KubernetesScope};
 use crate::capabilities::labels::digest;
 use crate::capabilities::scope::Patterns;
 use crate::record::EventSink;
-use crate::runtime::bindings::execution::Output;
-use crate::runtime::bindings::kubernetes_v0_1_0::cluster::{PodRequest, Target as WitTarget};
-use crate::runtime::bindings::types::{
+use crate::wit::execution::Output;
+use crate::wit::kubernetes_v0_1_0::cluster::{PodRequest, Target as WitTarget};
+use crate::wit::types::{
     EnvVar, Error, ExecRequest, ExitStatus, NetworkMode, OutputPipe, Resources,
 };
 

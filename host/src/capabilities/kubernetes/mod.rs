@@ -37,12 +37,14 @@ use std::sync::{Arc, Mutex};
 
 use wasmtime::component::Resource;
 
-use super::execution::Execution;
-use crate::runtime::bindings::kubernetes_v0_1_0::cluster::{
+use crate::capabilities::view::TableAs;
+use crate::capabilities::PluginView;
+use crate::wit::execution::Execution as WitExecution;
+use crate::wit::kubernetes_v0_1_0::cluster::Pod as WitPod;
+use crate::wit::kubernetes_v0_1_0::cluster::{
     Host, HostPod, Leftover, PodRequest, PodStatus, Target, Transfer,
 };
-use crate::runtime::bindings::types::{Error, ExecRequest, NetworkMode, ResourceUsage};
-use crate::runtime::PluginState;
+use crate::wit::types::{Error, ExecRequest, NetworkMode, ResourceUsage};
 use objects::{Names, RunMarks, DEFAULT_UID};
 use pod::Placement;
 use scope::{AllowedCluster, KubernetesGrant, KubernetesScope};
@@ -79,7 +81,7 @@ impl KubernetesRun {
 const CREATE_POD: &str = "kubernetes.create-pod";
 const REAP: &str = "kubernetes.reap";
 
-impl PluginState {
+impl PluginView<'_> {
     /// The plugin's `kubernetes` scope; a store never granted it reaches nothing.
     fn kubernetes_scope(&self) -> KubernetesScope {
         (self.scopes.of::<KubernetesScope>().cloned()).unwrap_or_else(scope::narrowest)
@@ -262,7 +264,7 @@ impl PluginState {
     }
 }
 
-impl Host for PluginState {
+impl Host for PluginView<'_> {
     async fn list_leftovers(&mut self) -> wasmtime::Result<Result<Vec<Leftover>, Error>> {
         self.run.ensure_active()?;
         Ok(self.leftovers_checked().await)
@@ -276,42 +278,42 @@ impl Host for PluginState {
     async fn create_pod(
         &mut self,
         request: PodRequest,
-    ) -> wasmtime::Result<Result<Resource<Pod>, Error>> {
+    ) -> wasmtime::Result<Result<Resource<WitPod>, Error>> {
         self.run.ensure_active()?;
         match self.create_pod_checked(request).await {
-            Ok(pod) => Ok(Ok(self.table.push(pod)?)),
+            Ok(pod) => Ok(Ok(self.table.push_as(pod)?)),
             Err(e) => Ok(Err(e)),
         }
     }
 }
 
-impl HostPod for PluginState {
-    async fn id(&mut self, this: Resource<Pod>) -> wasmtime::Result<String> {
-        Ok(self.table.get(&this)?.place.id())
+impl HostPod for PluginView<'_> {
+    async fn id(&mut self, this: Resource<WitPod>) -> wasmtime::Result<String> {
+        Ok(self.table.get_as::<Pod, _>(&this)?.place.id())
     }
 
     async fn exec(
         &mut self,
-        this: Resource<Pod>,
+        this: Resource<WitPod>,
         request: ExecRequest,
-    ) -> wasmtime::Result<Result<Resource<Execution>, Error>> {
+    ) -> wasmtime::Result<Result<Resource<WitExecution>, Error>> {
         self.run.ensure_active()?;
-        let target = self.table.get(&this)?.target.clone();
+        let target = self.table.get_as::<Pod, _>(&this)?.target.clone();
         let id = self.run.next_exec_id();
         match exec::start(&target, request, id).await {
-            Ok(execution) => Ok(Ok(self.table.push(execution)?)),
+            Ok(execution) => Ok(Ok(self.table.push_as(execution)?)),
             Err(e) => Ok(Err(e)),
         }
     }
 
     async fn copy_in(
         &mut self,
-        this: Resource<Pod>,
+        this: Resource<WitPod>,
         host_dir: String,
         pod_dir: String,
     ) -> wasmtime::Result<Result<Transfer, Error>> {
         self.run.ensure_active()?;
-        let pod = self.table.get(&this)?.clone();
+        let pod = self.table.get_as::<Pod, _>(&this)?.clone();
         let workspace = self.workspace();
         let result = async {
             let host = copy::workspace_only("host-dir", &host_dir, workspace.as_deref())?;
@@ -325,12 +327,12 @@ impl HostPod for PluginState {
 
     async fn copy_out(
         &mut self,
-        this: Resource<Pod>,
+        this: Resource<WitPod>,
         pod_dir: String,
         host_dir: String,
     ) -> wasmtime::Result<Result<Transfer, Error>> {
         self.run.ensure_active()?;
-        let pod = self.table.get(&this)?.clone();
+        let pod = self.table.get_as::<Pod, _>(&this)?.clone();
         let workspace = self.workspace();
         let result = async {
             let host = copy::workspace_only("host-dir", &host_dir, workspace.as_deref())?;
@@ -341,10 +343,10 @@ impl HostPod for PluginState {
 
     async fn stats(
         &mut self,
-        this: Resource<Pod>,
+        this: Resource<WitPod>,
     ) -> wasmtime::Result<Result<ResourceUsage, Error>> {
         self.run.ensure_active()?;
-        let pod = self.table.get(&this)?.clone();
+        let pod = self.table.get_as::<Pod, _>(&this)?.clone();
         let reading = async {
             let status = pod::status(&pod.place).await?;
             let oom = status.reason.as_deref() == Some("OOMKilled");
@@ -374,15 +376,18 @@ impl HostPod for PluginState {
         Ok(result)
     }
 
-    async fn status(&mut self, this: Resource<Pod>) -> wasmtime::Result<Result<PodStatus, Error>> {
+    async fn status(
+        &mut self,
+        this: Resource<WitPod>,
+    ) -> wasmtime::Result<Result<PodStatus, Error>> {
         self.run.ensure_active()?;
-        let pod = self.table.get(&this)?.clone();
+        let pod = self.table.get_as::<Pod, _>(&this)?.clone();
         Ok(pod::status(&pod.place).await)
     }
 
-    async fn delete(&mut self, this: Resource<Pod>) -> wasmtime::Result<Result<(), Error>> {
+    async fn delete(&mut self, this: Resource<WitPod>) -> wasmtime::Result<Result<(), Error>> {
         self.run.ensure_active()?;
-        let pod = self.table.get(&this)?.clone();
+        let pod = self.table.get_as::<Pod, _>(&this)?.clone();
         let result = pod::delete(&pod.place, &pod.home, pod::DELETE_IN_DESTROY).await;
         if result.is_ok() {
             if let Some(run) = self.run.state::<KubernetesRun>() {
@@ -392,8 +397,8 @@ impl HostPod for PluginState {
         Ok(result)
     }
 
-    async fn drop(&mut self, this: Resource<Pod>) -> wasmtime::Result<()> {
-        self.table.delete(this)?;
+    async fn drop(&mut self, this: Resource<WitPod>) -> wasmtime::Result<()> {
+        self.table.delete_as::<Pod, _>(this)?;
         Ok(())
     }
 }
@@ -435,7 +440,7 @@ fn record_copy_back(
 /// through the provider's `list-leftovers`.
 pub async fn delete_left(
     run: &crate::capabilities::RunContext,
-) -> Result<crate::capabilities::Reclaimed, String> {
+) -> Result<crate::capabilities::Reclaimed, crate::capabilities::ReclaimError> {
     let mut deleted = crate::capabilities::Reclaimed {
         kind: "pods",
         names: Vec::new(),
@@ -463,7 +468,7 @@ pub async fn delete_left(
     if failed.is_empty() {
         Ok(deleted)
     } else {
-        Err(failed.join("; "))
+        Err(crate::capabilities::ReclaimError::NotDeleted { failures: failed })
     }
 }
 
@@ -488,11 +493,14 @@ mod tests {
     #[test]
     fn deleting_what_a_run_holds_is_a_future_the_engine_can_box() {
         fn boxable<'a>(
-            f: impl std::future::Future<Output = Result<crate::capabilities::Reclaimed, String>>
-                + Send
+            f: impl std::future::Future<
+                    Output = Result<
+                        crate::capabilities::Reclaimed,
+                        crate::capabilities::ReclaimError,
+                    >,
+                > + Send
                 + 'a,
-        ) -> futures_util::future::BoxFuture<'a, Result<crate::capabilities::Reclaimed, String>>
-        {
+        ) -> crate::capabilities::DeleteLeft<'a> {
             Box::pin(f)
         }
         let run = run();

@@ -21,8 +21,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::ByteString;
 
 use crate::capabilities::invalid_spec;
-use crate::runtime::bindings::kubernetes_v0_1_0::cluster::PodRequest;
-use crate::runtime::bindings::types::{Error, Label, NetworkMode};
+use crate::wit::kubernetes_v0_1_0::cluster::PodRequest;
+use crate::wit::types::{Error, Label, NetworkMode};
 
 use crate::capabilities::labels::{
     digest, LABEL_CREATED, LABEL_HOME, LABEL_OWNER, LABEL_PREFIX, LABEL_RUN_ID,
@@ -432,10 +432,8 @@ pub fn pod(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::bindings::kubernetes_v0_1_0::cluster::{
-        Target, Toleration as WitToleration,
-    };
-    use crate::runtime::bindings::types::{EnvVar, Resources};
+    use crate::wit::kubernetes_v0_1_0::cluster::{Target, Toleration as WitToleration};
+    use crate::wit::types::{EnvVar, Resources};
 
     fn marks() -> RunMarks {
         RunMarks {

@@ -21,8 +21,8 @@ use tokio::time::Instant;
 use super::client::{self, Cluster};
 use super::objects::{self, Names, RunMarks};
 use crate::record::{EventBody, EventSink};
-use crate::runtime::bindings::kubernetes_v0_1_0::cluster::{PodRequest, PodStatus};
-use crate::runtime::bindings::types::{Error, NetworkMode};
+use crate::wit::kubernetes_v0_1_0::cluster::{PodRequest, PodStatus};
+use crate::wit::types::{Error, NetworkMode};
 
 /// How long a pod may take to run its container (scheduling, image, start).
 const START_TIMEOUT: Duration = Duration::from_secs(180);

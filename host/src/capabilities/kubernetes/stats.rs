@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::exec::{self, Target};
-use crate::runtime::bindings::types::{Error, ResourceUsage};
+use crate::wit::types::{Error, ResourceUsage};
 
 /// Prints `key value` lines from whichever cgroup version the pod sees.
 const READ_CGROUP: &str = r#"c=/sys/fs/cgroup

@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_yaml::Value;
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::Linker;
 
 use super::scope::{KubernetesGrant, HOST_SECTION_FIELDS};
 use super::KubernetesRun;
 use crate::capabilities::scope::ScopeShape;
-use crate::capabilities::{HostCapability, RunContext};
-use crate::runtime::PluginState;
+use crate::capabilities::{HasPluginView, PluginStore};
+use crate::capabilities::{HostCapability, HostSectionError, RunContext};
 
 pub struct Kubernetes;
 
@@ -34,10 +34,10 @@ impl HostCapability for Kubernetes {
     fn interfaces(&self) -> &'static [&'static str] {
         &["agentgate:kubernetes/cluster"]
     }
-    fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-        crate::runtime::bindings::kubernetes_v0_1_0::cluster::add_to_linker::<_, HasSelf<_>>(
+    fn add_to_linker<T: PluginStore>(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        crate::wit::kubernetes_v0_1_0::cluster::add_to_linker::<T, HasPluginView>(
             linker,
-            |s| s,
+            T::plugin_view,
         )
     }
     fn scope(&self) -> Option<&'static dyn ScopeShape> {
@@ -46,8 +46,11 @@ impl HostCapability for Kubernetes {
     fn host_section_fields(&self) -> Option<&'static [&'static str]> {
         Some(HOST_SECTION_FIELDS)
     }
-    fn read_host_section(&self, section: &Value) -> Result<Option<(Vec<String>, String)>, String> {
-        let grant = KubernetesGrant::read(section)?;
+    fn read_host_section(
+        &self,
+        section: &Value,
+    ) -> Result<Option<(Vec<String>, String)>, HostSectionError> {
+        let grant = KubernetesGrant::read(section).map_err(HostSectionError::new)?;
         remember_kubeconfigs(&grant);
         Ok(None)
     }
@@ -74,7 +77,7 @@ impl HostCapability for Kubernetes {
 }
 
 /// The kubeconfig files of every `kubernetes:` section this process read. The guard
-/// list is made without the grants at hand (`HostFolders::of_this_process`); the
+/// list is made without the grants at hand (`capabilities::guarded_paths`); the
 /// grants are read before any TaskSpec is checked, so it is complete by then.
 static LISTED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 

@@ -21,7 +21,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::runtime::bindings::types::Error;
+use crate::wit::types::Error;
 
 /// The checked init file, and the descriptor it was checked through.
 #[derive(Debug)]

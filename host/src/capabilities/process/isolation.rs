@@ -7,9 +7,9 @@
 //! plugin's cgroup, and the network it asked for. Whatever the machine lacks for that
 //! fails the spawn with `unavailable` and says how to get it.
 
-use crate::runtime::bindings::process::Isolation as IsolationRequest;
-use crate::runtime::bindings::types::{Error, NetworkMode, Resources};
-use crate::runtime::host_paths::BindScope;
+use crate::host_paths::BindScope;
+use crate::wit::process::Isolation as IsolationRequest;
+use crate::wit::types::{Error, NetworkMode, Resources};
 
 use super::cgroup::CgroupLimits;
 use super::sealed::SealedView;
@@ -83,7 +83,7 @@ fn cgroup_limits(resources: Option<&Resources>) -> Result<CgroupLimits, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::bindings::process::SealedView as SealedRequest;
+    use crate::wit::process::SealedView as SealedRequest;
 
     fn request(
         sealed: bool,

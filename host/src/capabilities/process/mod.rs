@@ -35,10 +35,12 @@ use wasmtime::component::Resource;
 
 use super::execution::{feed_stdin, Execution, Kill};
 use super::invalid_spec;
-use crate::runtime::bindings::process::{Host, SpawnRequest};
-use crate::runtime::bindings::types::{Error, NetworkMode, ResourceUsage};
-use crate::runtime::host_paths::BindScope;
-use crate::runtime::PluginState;
+use crate::capabilities::view::TableAs;
+use crate::capabilities::PluginView;
+use crate::host_paths::BindScope;
+use crate::wit::execution::Execution as WitExecution;
+use crate::wit::process::{Host, SpawnRequest};
+use crate::wit::types::{Error, NetworkMode, ResourceUsage};
 use scope::ProcessScope;
 
 use cgroup::{Cgroup, CgroupError, CgroupLimits};
@@ -158,6 +160,14 @@ impl ProcessGroups {
     }
 }
 
+/// A store's process groups are its state of this capability: the provider's sandbox
+/// gone, they are closed.
+impl crate::capabilities::StoreState for ProcessGroups {
+    fn close(&self) {
+        ProcessGroups::close(self);
+    }
+}
+
 impl Drop for ProcessGroups {
     fn drop(&mut self) {
         self.kill_all();
@@ -178,7 +188,7 @@ fn cgroup_unavailable(error: CgroupError) -> Error {
 struct Launch {
     argv: Vec<String>,
     /// The file an unsealed spawn runs: `argv[0]`, or the file the plugin's scope
-    /// resolved it to on the host's PATH (see [`PluginState::check_scope`]).
+    /// resolved it to on the host's PATH (see [`PluginView::check_scope`]).
     program: String,
     cwd: std::path::PathBuf,
     env: Vec<(String, String)>,
@@ -451,13 +461,13 @@ async fn spawn(
 /// together. Ok when it exited 0; otherwise what it printed.
 pub async fn probe_sealed(network: NetworkMode) -> Result<(), Error> {
     let isolation = Isolation::from_request(
-        crate::runtime::bindings::process::Isolation {
-            sealed: Some(crate::runtime::bindings::process::SealedView { binds: Vec::new() }),
+        crate::wit::process::Isolation {
+            sealed: Some(crate::wit::process::SealedView { binds: Vec::new() }),
             limits: None,
             network: Some(network),
         },
         // It binds nothing of the host beyond the sealed view's system folders.
-        &crate::runtime::host_paths::BindScope::default(),
+        &crate::host_paths::BindScope::default(),
     )?;
     let launch = Launch {
         argv: vec!["/bin/true".into()],
@@ -482,8 +492,8 @@ pub async fn probe_sealed(network: NetworkMode) -> Result<(), Error> {
     let mut printed = Vec::new();
     let status = loop {
         match execution.read(Duration::from_secs(30)).await {
-            crate::runtime::bindings::execution::Output::Chunk(chunk) => printed.extend(chunk.data),
-            crate::runtime::bindings::execution::Output::Exited(status) => break status,
+            crate::wit::execution::Output::Chunk(chunk) => printed.extend(chunk.data),
+            crate::wit::execution::Output::Exited(status) => break status,
             _ => {}
         }
     };
@@ -553,7 +563,7 @@ fn which(program: &str) -> Option<String> {
         .map(|p| p.display().to_string())
 }
 
-impl PluginState {
+impl PluginView<'_> {
     /// Checks an unsealed `launch` against the plugin's `process` scope; when it lists
     /// programs, pins the program to the file on the host's PATH that was checked, so a
     /// `PATH` in the plugin's environment cannot swap another one in.
@@ -575,11 +585,11 @@ impl PluginState {
     }
 }
 
-impl Host for PluginState {
+impl Host for PluginView<'_> {
     async fn spawn(
         &mut self,
         request: SpawnRequest,
-    ) -> wasmtime::Result<Result<Resource<Execution>, Error>> {
+    ) -> wasmtime::Result<Result<Resource<WitExecution>, Error>> {
         self.run.ensure_active()?;
         let mut launch = match Launch::from_request(request, &self.run.bind_scope()) {
             Ok(launch) => launch,
@@ -598,8 +608,8 @@ impl Host for PluginState {
         }
         let id = self.run.next_exec_id();
         let cgroup_name = format!("{}-{}", self.run.run_id, self.plugin);
-        match spawn(launch, &self.processes, id, &cgroup_name).await {
-            Ok(execution) => Ok(Ok(self.table.push(execution)?)),
+        match spawn(launch, self.state::<ProcessGroups>()?, id, &cgroup_name).await {
+            Ok(execution) => Ok(Ok(self.table.push_as(execution)?)),
             Err(e) => Ok(Err(e)),
         }
     }
@@ -610,21 +620,21 @@ impl Host for PluginState {
     }
 
     async fn kill_all(&mut self) -> wasmtime::Result<u32> {
-        Ok(self.processes.kill_all())
+        Ok(self.state::<ProcessGroups>()?.kill_all())
     }
 
     async fn usage(&mut self) -> wasmtime::Result<Result<ResourceUsage, Error>> {
         self.run.ensure_active()?;
-        Ok(self.processes.usage())
+        Ok(self.state::<ProcessGroups>()?.usage())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::bindings::execution::Output;
-    use crate::runtime::bindings::process::{Isolation as IsolationRequest, SealedView};
-    use crate::runtime::bindings::types::{ExitStatus, Mount, OutputPipe, Resources};
+    use crate::wit::execution::Output;
+    use crate::wit::process::{Isolation as IsolationRequest, SealedView};
+    use crate::wit::types::{ExitStatus, Mount, OutputPipe, Resources};
 
     fn launch(script: &str, timeout_ms: Option<u64>, isolation: Isolation) -> Launch {
         Launch {
@@ -825,7 +835,7 @@ mod tests {
         let spawn = |name: &str| SpawnRequest {
             argv: vec!["true".into()],
             cwd: "/".into(),
-            env: vec![crate::runtime::bindings::types::EnvVar {
+            env: vec![crate::wit::types::EnvVar {
                 name: name.into(),
                 value: "v".into(),
             }],

@@ -14,7 +14,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::runtime::bindings::types::Error;
+use crate::wit::types::Error;
 
 /// How long the stack may take to come up before the spawn fails.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);

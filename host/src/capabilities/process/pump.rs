@@ -16,8 +16,8 @@ use tokio::time::Instant;
 use super::network::Bridge;
 use super::ProcessGroup;
 use crate::capabilities::execution::{Kill, MAX_CHUNK};
-use crate::runtime::bindings::execution::{Output, OutputChunk};
-use crate::runtime::bindings::types::{ExitStatus, OutputPipe};
+use crate::wit::execution::{Output, OutputChunk};
+use crate::wit::types::{ExitStatus, OutputPipe};
 
 /// Chunks buffered between the pump and a plugin that is slow to read.
 const BUFFERED_CHUNKS: usize = 16;

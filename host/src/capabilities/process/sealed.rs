@@ -6,7 +6,7 @@
 //! the system's program and library folders and `/etc` read-only (with the files that
 //! hold host secrets hidden), a minimal `/dev`, the sandbox's own `/proc`, an empty
 //! `/tmp`, and the binds the provider asked for, each checked against the run's bind
-//! scope ([`crate::runtime::host_paths`]) and handed to bubblewrap as a descriptor of the
+//! scope ([`crate::host_paths`]) and handed to bubblewrap as a descriptor of the
 //! folder that was checked. Everything else of the host, homes, `/run`, sockets and
 //! agentgate's own state included, is simply not there.
 //!
@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::landlock;
-use crate::runtime::bindings::types::{Error, Mount};
-use crate::runtime::host_paths::{BindScope, Refusal};
+use crate::host_paths::{BindScope, Refusal};
+use crate::wit::types::{Error, Mount};
 
 /// System folders bound read-only when they are directories, or recreated as the
 /// same symlinks (Debian's merged `/usr` makes `/bin` a link to `usr/bin`).

@@ -40,7 +40,7 @@ use seccompiler::{
 };
 
 use super::memfd;
-use crate::runtime::bindings::types::{Error, NetworkMode};
+use crate::wit::types::{Error, NetworkMode};
 
 /// Calls refused outright.
 const DENIED: &[libc::c_long] = &[

@@ -2,12 +2,12 @@
 //! processes on the host. Its scope is [`super::scope`]; what a dead run left is its
 //! cgroups, which `gc` has it kill and remove.
 
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::Linker;
 
 use super::cgroup::{Cgroup, CgroupError};
 use crate::capabilities::scope::ScopeShape;
-use crate::capabilities::{HostCapability, Reclaimed};
-use crate::runtime::PluginState;
+use crate::capabilities::{HasPluginView, PluginStore, StoreSetup, StoreState};
+use crate::capabilities::{HostCapability, ReclaimError, Reclaimed};
 
 pub struct Process;
 
@@ -21,14 +21,18 @@ impl HostCapability for Process {
     fn interfaces(&self) -> &'static [&'static str] {
         &["agentgate:plugin/process"]
     }
-    fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-        crate::runtime::bindings::process::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+    fn add_to_linker<T: PluginStore>(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        crate::wit::process::add_to_linker::<T, HasPluginView>(linker, T::plugin_view)
     }
     fn scope(&self) -> Option<&'static dyn ScopeShape> {
         Some(&super::scope::Shape)
     }
+    /// The process groups the store started, killed with it.
+    fn store_state(&self, _store: &StoreSetup<'_>) -> Option<Box<dyn StoreState>> {
+        Some(Box::new(super::ProcessGroups::default()))
+    }
     /// Kills and removes the run's sandbox cgroups (named after the run's id).
-    fn reap_run(&self, run_id: &str, dry_run: bool) -> Option<Result<Reclaimed, String>> {
+    fn reap_run(&self, run_id: &str, dry_run: bool) -> Option<Result<Reclaimed, ReclaimError>> {
         let prefix = format!("{run_id}-");
         let names = if dry_run {
             Ok(vec![format!("{prefix}*")])
@@ -37,7 +41,10 @@ impl HostCapability for Process {
                 Ok(names) => Ok(names),
                 // No cgroups on this machine: the run could not have made any.
                 Err(CgroupError::Unavailable { .. }) => Ok(Vec::new()),
-                Err(e) => Err(format!("removing its cgroups: {e}")),
+                Err(e) => Err(ReclaimError::Removing {
+                    kind: "cgroups",
+                    source: Box::new(e),
+                }),
             }
         };
         Some(names.map(|names| Reclaimed {

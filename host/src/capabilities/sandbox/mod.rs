@@ -11,24 +11,65 @@ pub mod unit;
 
 use std::io::Write;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use futures_util::future::BoxFuture;
 use tokio::sync::Mutex;
+use tokio::time::Instant;
 use wasmtime::component::Resource;
 
 use super::execution::Execution;
+use crate::capabilities::view::TableAs;
+use crate::capabilities::PluginView;
 use crate::record::OutputLogs;
-use crate::runtime::bindings::sandbox::{DirEntry, Host, SandboxDetails};
-use crate::runtime::bindings::types::{Error, ExecRequest, ResourceUsage};
-use crate::runtime::instance::{ActiveSandbox, DESTROY_LIMIT};
-use crate::runtime::PluginState;
+use crate::wit::execution::Execution as WitExecution;
+use crate::wit::sandbox::{DirEntry, Host, SandboxDetails};
+use crate::wit::types::{Error, ExecRequest, ResourceUsage};
 
 /// Largest file a driver may read in one call.
 const MAX_READ_BYTES: u64 = 64 << 20;
 
+/// How long a provider's `destroy` call may take.
+pub const DESTROY_LIMIT: Duration = Duration::from_secs(30);
+
+/// The provider's live sandbox as the broker drives it. The runtime's provider
+/// instance (`runtime::instance::ActiveSandbox`) implements it: the broker sits below
+/// the runtime and forwards to whatever sandbox it is handed.
+pub trait ProvidedSandbox: Send {
+    /// Runs a command; the execution is moved out of the provider's store.
+    fn exec(
+        &mut self,
+        request: ExecRequest,
+    ) -> BoxFuture<'_, Result<Result<Execution, Error>, ProviderFailure>>;
+    /// The sandbox's resource use so far, as the provider measures it.
+    fn stats(&mut self) -> BoxFuture<'_, Result<ResourceUsage, ProviderFailure>>;
+    /// What the provider plugin printed on its own stdout/stderr so far.
+    fn plugin_stdio(&self) -> Vec<u8>;
+    /// Destroys the sandbox and kills everything the provider started, by `deadline`.
+    /// Idempotent.
+    fn destroy(&mut self, deadline: Instant) -> BoxFuture<'_, Result<(), ProviderFailure>>;
+}
+
+/// Why the provider plugin did not do what the broker asked (the runtime's
+/// `PluginError`, which names the plugin and the call).
+pub type ProviderFailure = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why [`SandboxBroker::destroy`] did not destroy the sandbox.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DestroyError {
+    /// A command still held the sandbox for the whole [`DESTROY_LIMIT`].
+    #[error("the sandbox stayed busy for {} s, so it was not destroyed", .0.as_secs())]
+    Busy(Duration),
+    /// The provider's `destroy` failed, trapped or timed out.
+    #[error(transparent)]
+    Provider(ProviderFailure),
+}
+
 pub struct SandboxBroker {
-    sandbox: Mutex<ActiveSandbox>,
+    sandbox: Mutex<Box<dyn ProvidedSandbox>>,
     details: SandboxDetails,
     files: WorkspaceFiles,
     logs: Arc<OutputLogs>,
@@ -42,14 +83,14 @@ pub struct WorkspaceFiles {
 
 impl SandboxBroker {
     pub fn new(
-        sandbox: ActiveSandbox,
+        sandbox: impl ProvidedSandbox + 'static,
         details: SandboxDetails,
         workspace_root: &std::path::Path,
         logs: Arc<OutputLogs>,
     ) -> std::io::Result<SandboxBroker> {
         let files = WorkspaceFiles::open(workspace_root, details.readonly_workspace)?;
         Ok(SandboxBroker {
-            sandbox: Mutex::new(sandbox),
+            sandbox: Mutex::new(Box::new(sandbox)),
             details,
             files,
             logs,
@@ -76,7 +117,7 @@ impl SandboxBroker {
 
     /// The sandbox's resource use so far (cumulative: CPU since it started, peak memory,
     /// whether it ran out of memory).
-    pub async fn stats(&self) -> Result<ResourceUsage, crate::runtime::PluginError> {
+    pub async fn stats(&self) -> Result<ResourceUsage, ProviderFailure> {
         self.sandbox.lock().await.stats().await
     }
 
@@ -88,15 +129,15 @@ impl SandboxBroker {
     /// Destroys the sandbox. Called once at cleanup, whatever happened before; bounded
     /// by [`DESTROY_LIMIT`] in all, waiting for a command that still holds the sandbox
     /// included.
-    pub async fn destroy(&self) -> anyhow::Result<()> {
-        let deadline = tokio::time::Instant::now() + DESTROY_LIMIT;
+    pub async fn destroy(&self) -> Result<(), DestroyError> {
+        let deadline = Instant::now() + DESTROY_LIMIT;
         let Ok(mut sandbox) = tokio::time::timeout_at(deadline, self.sandbox.lock()).await else {
-            anyhow::bail!(
-                "the sandbox stayed busy for {} s, so it was not destroyed",
-                DESTROY_LIMIT.as_secs()
-            );
+            return Err(DestroyError::Busy(DESTROY_LIMIT));
         };
-        Ok(sandbox.destroy(deadline).await?)
+        sandbox
+            .destroy(deadline)
+            .await
+            .map_err(DestroyError::Provider)
     }
 }
 
@@ -204,7 +245,7 @@ fn io_error(path: &str, error: std::io::Error) -> Error {
     }
 }
 
-impl PluginState {
+impl PluginView<'_> {
     fn broker(&self) -> wasmtime::Result<Arc<SandboxBroker>> {
         self.run.ensure_active()?;
         self.run.broker().cloned().ok_or_else(|| {
@@ -213,7 +254,7 @@ impl PluginState {
     }
 }
 
-impl PluginState {
+impl PluginView<'_> {
     /// Passes on the result of a file `call` on `path`, recording a refusal (a path
     /// leading out of the workspace, a write to a read-only one) as a `denied` event of
     /// the run. No grant widens the workspace, so the event names no line to add.
@@ -242,7 +283,7 @@ impl PluginState {
     }
 }
 
-impl Host for PluginState {
+impl Host for PluginView<'_> {
     async fn details(&mut self) -> wasmtime::Result<SandboxDetails> {
         Ok(self.broker()?.details().clone())
     }
@@ -250,10 +291,10 @@ impl Host for PluginState {
     async fn exec(
         &mut self,
         request: ExecRequest,
-    ) -> wasmtime::Result<Result<Resource<Execution>, Error>> {
+    ) -> wasmtime::Result<Result<Resource<WitExecution>, Error>> {
         let broker = self.broker()?;
         match broker.exec(request).await {
-            Ok(execution) => Ok(Ok(self.table.push(execution)?)),
+            Ok(execution) => Ok(Ok(self.table.push_as(execution)?)),
             Err(e) => Ok(Err(e)),
         }
     }

@@ -2,10 +2,10 @@
 //! else, so it needs no scope; its per-run state is the run's [`super::SandboxBroker`],
 //! which the engine sets on the run context once the sandbox exists.
 
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::Linker;
 
 use crate::capabilities::HostCapability;
-use crate::runtime::PluginState;
+use crate::capabilities::{HasPluginView, PluginStore};
 
 pub struct Sandbox;
 
@@ -19,7 +19,7 @@ impl HostCapability for Sandbox {
     fn interfaces(&self) -> &'static [&'static str] {
         &["agentgate:plugin/sandbox"]
     }
-    fn add_to_linker(&self, linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-        crate::runtime::bindings::sandbox::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+    fn add_to_linker<T: PluginStore>(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        crate::wit::sandbox::add_to_linker::<T, HasPluginView>(linker, T::plugin_view)
     }
 }

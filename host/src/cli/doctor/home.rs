@@ -5,7 +5,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use crate::runtime::bindings::types::PluginKind;
+use crate::wit::types::PluginKind;
 
 use super::{Check, Cli, EVERY_PROVIDER, NO_PROVIDER};
 

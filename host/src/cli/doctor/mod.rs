@@ -236,9 +236,9 @@ fn group_title(group: &str) -> &str {
 
 /// What a capability's error says, without the `unavailable:` a run's error starts
 /// with: in a check, that is what `fail` means.
-fn said(error: &crate::runtime::bindings::types::Error) -> String {
+fn said(error: &crate::wit::types::Error) -> String {
     match error {
-        crate::runtime::bindings::types::Error::Unavailable(message) => message.clone(),
+        crate::wit::types::Error::Unavailable(message) => message.clone(),
         other => crate::runtime::instance::error_text(other),
     }
 }

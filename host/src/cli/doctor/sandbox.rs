@@ -7,7 +7,7 @@ use crate::capabilities::process::{
     self, landlock, SeccompPrograms, UserNamespaces, BUBBLEWRAP_FIX, MIN_BUBBLEWRAP,
     SLIRP4NETNS_FIX, TUN_FIX,
 };
-use crate::runtime::bindings::types::{Error, NetworkMode};
+use crate::wit::types::{Error, NetworkMode};
 
 use super::{before_fix, said, Check, NO_PROVIDER, SUBPROCESS};
 

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::{Grant, Granted, Grants};
 use crate::capabilities::scope::{Base, Scopes};
 use crate::capabilities::Capability;
-use crate::runtime::bindings::types::PluginKind;
+use crate::wit::types::PluginKind;
 
 /// `plugins/grants.yaml`.
 #[derive(Debug, Deserialize)]

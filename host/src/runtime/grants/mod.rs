@@ -19,7 +19,7 @@
 //! the top-level key named as it (`docker: {hostNetwork: true}`).
 //!
 //! The file also says which host folders a TaskSpec may reach (`workspaces:`,
-//! `mounts:`); the policy that applies them is [`super::host_paths`].
+//! `mounts:`); the policy that applies them is [`crate::host_paths`].
 
 mod builtin;
 mod imports;
@@ -31,10 +31,10 @@ use std::path::Path;
 
 use serde_yaml::Value;
 
-use super::host_paths::PathGrants;
 use crate::capabilities::scope::{Base, ScopeError, Scopes};
 use crate::capabilities::{Capability, HostSections};
 use crate::home_path::absolute_host_path;
+use crate::host_paths::PathGrants;
 
 pub use builtin::{base_url_variables, builtin_granted, kind_capabilities};
 pub use imports::{classify_import, classify_imports, Import, ImportKind, Imports};
@@ -108,7 +108,7 @@ pub struct Grants {
     pub sections: HostSections,
     /// Host folders a TaskSpec's workspace (`local` path, `fresh` destPath) may be in,
     /// with what is below them (absolute, or starting with `~/`); replaces the default
-    /// (below the user's home and the temporary folder). See [`super::host_paths`].
+    /// (below the user's home and the temporary folder). See [`crate::host_paths`].
     pub workspaces: Option<Vec<String>>,
     /// Host folders a TaskSpec's `sandbox.mounts` may bind, for every provider; as
     /// `workspaces`.
@@ -325,7 +325,10 @@ impl Grants {
                 Some((capability, capability.unit().scope()?, rest))
             });
             let Some((capability, shape, rest)) = scoped else {
-                entry.capabilities.insert(item.parse().map_err(bad)?);
+                entry.capabilities.insert(
+                    item.parse()
+                        .map_err(|e: crate::capabilities::UnknownCapability| bad(e.to_string()))?,
+                );
                 continue;
             };
             let scope = entry.scopes.entry(capability).or_insert(Value::Null);

@@ -113,17 +113,20 @@ pub struct HostFolders {
 }
 
 impl HostFolders {
-    /// This process's home, temporary folder and engine socket, with `agentgate_home`.
-    pub fn of_this_process(agentgate_home: &Path) -> HostFolders {
+    /// This process's home and temporary folder, with `agentgate_home` and the paths
+    /// the host's capabilities guard (`capabilities::guarded_paths`: the Docker
+    /// engine's socket), which this layer below them is handed rather than asks for.
+    pub fn of_this_process(
+        agentgate_home: &Path,
+        guarded: Vec<(PathBuf, &'static str)>,
+    ) -> HostFolders {
         HostFolders {
             user_home: std::env::var_os("HOME")
                 .filter(|h| !h.is_empty())
                 .map(PathBuf::from),
             temp: std::env::temp_dir(),
             agentgate_home: agentgate_home.to_path_buf(),
-            guarded: crate::capabilities::Capability::all()
-                .flat_map(|c| c.unit().guarded_paths())
-                .collect(),
+            guarded,
         }
     }
 }
@@ -336,9 +339,17 @@ impl HostPaths {
         }
     }
 
-    /// The policy of this process's host, for `agentgate_home`.
-    pub fn of_this_host(grants: &PathGrants, agentgate_home: &Path) -> HostPaths {
-        HostPaths::new(grants, &HostFolders::of_this_process(agentgate_home))
+    /// The policy of this process's host, for `agentgate_home`, with the paths the
+    /// capabilities guard (`capabilities::guarded_paths()`).
+    pub fn of_this_host(
+        grants: &PathGrants,
+        agentgate_home: &Path,
+        guarded: Vec<(PathBuf, &'static str)>,
+    ) -> HostPaths {
+        HostPaths::new(
+            grants,
+            &HostFolders::of_this_process(agentgate_home, guarded),
+        )
     }
 
     /// Checks `path` for `use_` and returns it resolved. A path that does not exist is

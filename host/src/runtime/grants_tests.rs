@@ -1,13 +1,14 @@
 //! The grants file, `--grant` and built-in grants (`runtime::grants`), end to end
 //! through this host's capabilities: their scopes are shown as `plugins inspect`
-//! shows them. Here rather than in `runtime/`, which names no capability.
+//! shows them. Here, above the capabilities, rather than in `runtime/grants/`, whose
+//! own code names none.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use crate::capabilities::Capability;
+use crate::host_paths::PathGrants;
 use crate::runtime::grants::*;
-use crate::runtime::host_paths::PathGrants;
 
 /// The names of `capabilities`, in order.
 fn names(capabilities: &BTreeSet<Capability>) -> Vec<&'static str> {
@@ -313,7 +314,7 @@ fn grants_file_hosts_are_checked_when_read() {
 
 #[test]
 fn the_builtin_sdk_driver_reaches_only_the_anthropic_host() {
-    use crate::runtime::bindings::types::PluginKind;
+    use crate::wit::types::PluginKind;
     let mut grants = Grants::default();
     let sdk = "agent-claude-agent-sdk";
     let granted = builtin_granted(sdk, PluginKind::AgentDriver, &grants);
@@ -379,7 +380,7 @@ fn scopes_are_read_from_the_plugins_entry_with_todays_files_unchanged() {
     );
 
     // A built-in keeps today's scope, narrowed only where the operator wrote a key.
-    use crate::runtime::bindings::types::PluginKind;
+    use crate::wit::types::PluginKind;
     let docker = builtin_granted("sandbox-docker", PluginKind::SandboxProvider, &grants);
     assert_eq!(
         shown(&docker, "docker"),
@@ -602,7 +603,7 @@ fn the_operators_kubernetes_clusters_are_read_and_what_is_never_allowed_refused(
 fn the_builtin_kubernetes_provider_has_the_capability_at_its_widest() {
     let granted = builtin_granted(
         "sandbox-kubernetes",
-        crate::runtime::bindings::types::PluginKind::SandboxProvider,
+        crate::wit::types::PluginKind::SandboxProvider,
         &Grants::default(),
     );
     assert!(

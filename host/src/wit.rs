@@ -12,6 +12,12 @@
 //! its entry to [`SUPPORTED_LINES`], and implement its host interfaces, for the older
 //! line by adapting to the newer one. Today there is one line, `0.1.0`, and the rest of
 //! the host uses its types through the re-export below.
+//!
+//! A leaf: nothing here names the rest of the host, so the run record can use the
+//! contract's types without knowing the runtime. No WIT resource is mapped to a host
+//! type (`with:` maps only to other bindings): bindgen makes an empty placeholder for
+//! each (`execution::Execution`, `cluster::Pod`), and the capability that hands one
+//! out keeps its own type in the store's table (see `capabilities::view`).
 
 use std::fmt;
 
@@ -160,7 +166,6 @@ pub mod kubernetes_v0_1_0 {
             with: {
                 "agentgate:plugin/types": super::super::v0_1_0::types,
                 "agentgate:plugin/execution": super::super::v0_1_0::execution,
-                "agentgate:kubernetes/cluster.pod": crate::capabilities::kubernetes::Pod,
             },
         });
     }
@@ -177,7 +182,7 @@ pub mod kubernetes_v0_1_0 {
 /// One binding per plugin kind is enough: the narrow worlds of `worlds.wit`
 /// (`process-sandbox-provider`, `http-agent-driver`, ...) differ only in their imports,
 /// which the linker satisfies from each capability's `add_to_linker` (through these
-/// modules), [`add_shared_interfaces`] and WASI, while these bindings only look up the
+/// modules), `capabilities::add_to_linker` (`types`, `execution`) and WASI, while these bindings only look up the
 /// exports (`describe` and the kind's interface), the same in every world of a kind.
 /// Which imports a plugin may have is decided by `runtime::grants`.
 pub mod v0_1_0 {
@@ -186,9 +191,6 @@ pub mod v0_1_0 {
             world: "host",
             path: "../wit/frozen/0.1.0",
             imports: { default: async | trappable },
-            with: {
-                "agentgate:plugin/execution.execution": crate::capabilities::execution::Execution,
-            },
         });
     }
 
@@ -200,16 +202,6 @@ pub mod v0_1_0 {
     /// world is here without an edit of this file (`interfaces::kube`).
     pub mod interfaces {
         pub use super::generated::agentgate::plugin::*;
-    }
-
-    /// Adds the interfaces of the contract that are no capability (`types`, `execution`)
-    /// to `linker`; each capability links its own.
-    pub fn add_shared_interfaces(
-        linker: &mut wasmtime::component::Linker<crate::runtime::PluginState>,
-    ) -> wasmtime::Result<()> {
-        use wasmtime::component::HasSelf;
-        types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
-        execution::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
     }
 
     /// The `workspace-source` world.
