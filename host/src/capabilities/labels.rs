@@ -15,8 +15,6 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use crate::wit::types::Error;
-
 /// No plugin may set a label under this prefix.
 pub const LABEL_PREFIX: &str = "io.agentgate.";
 pub const LABEL_RUN_ID: &str = "io.agentgate.run-id";
