@@ -6,19 +6,15 @@
 //! private GitHub repository does. The host finds the API through `GITHUB_API_URL`, as
 //! it would a GitHub Enterprise server.
 
-#[path = "support/git_server.rs"]
-mod git_server;
-#[path = "support/github_api.rs"]
-mod github_api;
-mod support;
 
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use git_server::{git, git_available, make_repo, HttpGit};
-use github_api::{GithubApi, ORG, OTHER_USER, USER};
+use crate::support::git_server::{git, git_available, make_repo, HttpGit};
+use crate::support::github_api::{GithubApi, ORG, OTHER_USER, USER};
 use serde_json::json;
-use support::{shell_agent, stderr, task_spec, Home};
+use crate::support::{shell_agent, stderr, task_spec, Home};
+use crate::support;
 
 const TOKEN: &str = "ghp_test0000secret0000token";
 

@@ -2,12 +2,12 @@
 //! every ending signal ends a run cleanly, a relative home works, and what the host
 //! keeps in `AGENTGATE_HOME` (the compile cache, grants) is checked before it is used.
 
-mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use support::{eventually, processes_with_arg, shell_agent, stderr, task_spec};
+use crate::support::{eventually, processes_with_arg, shell_agent, stderr, task_spec};
+use crate::support;
 
 fn agentgate() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_agentgate"));

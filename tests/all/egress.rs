@@ -7,13 +7,12 @@
 //! The agent's attempts are proved to have run (files it wrote), then checked on the
 //! host: what the upstream and the DNS server saw, and the run's `result.json`.
 
-mod support;
 
 use std::net::IpAddr;
 
-use support::dns::TestDns;
-use support::upstream::Upstream;
-use support::{docker_ready, shell_agent, stderr, task_spec, Home, DOCKER_TEST_IMAGE};
+use crate::support::dns::TestDns;
+use crate::support::upstream::Upstream;
+use crate::support::{docker_ready, shell_agent, stderr, task_spec, Home, DOCKER_TEST_IMAGE};
 
 /// An upstream on the host and a DNS server that knows it as `api.test`.
 struct World {

@@ -19,20 +19,17 @@
 //! (tests/fixtures/polyglot/hostile-py), is built once per test binary with the
 //! componentize-py that `examples/plugins/build.sh` installs under target/.
 
-#[path = "support/git_server.rs"]
-mod git_server;
-#[path = "support/github_api.rs"]
-mod github_api;
-mod support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use git_server::{git_available, make_repo, HttpGit, Recorder};
+use crate::support::git_server::{git_available, make_repo, HttpGit, Recorder};
 use serde_json::Value;
-use support::{docker_ready, fixture_plugins, local_subprocess, shell_agent, task_spec, Home};
+use crate::support::{docker_ready, fixture_plugins, local_subprocess, shell_agent, task_spec, Home};
+use crate::support;
+use crate::support::github_api;
 
 /// The most memory the hostile run's `agentgate` may use at its peak.
 ///

@@ -6,16 +6,15 @@
 //! host pid. The docker test needs a running engine: under `CI=true` its absence is a
 //! failure, elsewhere the test says loudly that it was skipped.
 
-#[path = "support/git_server.rs"]
-mod git_server;
-mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use support::{
+use crate::support::{
     eventually, local_subprocess, processes_with_arg, shell_agent, stderr, task_spec, Home,
 };
+use crate::support;
+use crate::support::git_server;
 
 /// Starts `agentgate run` on `yaml` (written to its own file) without waiting.
 fn spawn(home: &Home, file: &str, yaml: &str) -> Child {

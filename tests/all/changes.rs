@@ -4,14 +4,14 @@
 //! workspaces, symlinks swapped in, sparse files and secrets in binary files neither
 //! leak the host into the change set nor break its bounds.
 
-mod support;
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::{json, Value};
-use support::{shell_agent, task_spec};
+use crate::support::{shell_agent, task_spec};
+use crate::support;
 
 /// Runs `script` as the agent on `workspace` with no sandbox (so it can reach the
 /// workspace's parent), in a fresh home. `json` adds `--json`.

@@ -6,8 +6,8 @@
 //! bash and the glibc libraries the CLI links, built locally). api.anthropic.com and
 //! api.openai.com are unreachable from the test machines, so the model is a local
 //! server that speaks the real protocol (Anthropic Messages over SSE,
-//! `tests/support/anthropic.rs`; OpenAI Responses over SSE,
-//! `tests/support/openai_responses.rs`) and scripts the model's side of a tool-use
+//! `tests/all/support/anthropic.rs`; OpenAI Responses over SSE,
+//! `tests/all/support/openai_responses.rs`) and scripts the model's side of a tool-use
 //! session; everything else (the CLI, its tools, the sandbox, the files) is real.
 //! Stand-in executables appear only where the real CLI cannot produce the case
 //! (malformed output).
@@ -15,17 +15,17 @@
 //! Without npm (or, for the Docker test, a Docker engine) the tests fail under
 //! `CI=true` and are skipped loudly elsewhere.
 
-mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use serde_json::Value;
-use support::agent_clis::{build_glibc_image, clis, CLIS_IN_SANDBOX, GLIBC_IMAGE};
-use support::anthropic::{self, AnthropicServer, Reply};
-use support::openai_responses::{self as responses, ResponsesServer};
-use support::task_spec;
+use crate::support::agent_clis::{build_glibc_image, clis, CLIS_IN_SANDBOX, GLIBC_IMAGE};
+use crate::support::anthropic::{self, AnthropicServer, Reply};
+use crate::support::openai_responses::{self as responses, ResponsesServer};
+use crate::support::task_spec;
+use crate::support;
 
 const API_KEY: &str = "sk-ant-api03-test-key-must-not-leak-0123456789";
 const OAUTH_TOKEN: &str = "sk-ant-oat01-test-token-must-not-leak-9876543210";

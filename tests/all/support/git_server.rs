@@ -9,8 +9,6 @@
 //!
 //! Repositories are bare repositories under one root, made with the real `git` CLI.
 
-#![allow(dead_code)]
-
 use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

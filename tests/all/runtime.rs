@@ -3,7 +3,6 @@
 //! `wasi:http` behind the `http` grant. Runs in-process through the library (and the
 //! binary, for `plugins cache` and `plugins inspect`).
 
-mod support;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -15,7 +14,7 @@ use agentgate::engine::{self, RunError, RunRequest};
 use agentgate::record::RunStatus;
 use agentgate::runtime::bindings::types::PluginKind;
 use agentgate::runtime::{Grants, LoadStats, PluginLimits, PluginOrigin, Runtime, RuntimeConfig};
-use support::{fixture_plugins, shell_agent, task_spec};
+use crate::support::{fixture_plugins, shell_agent, task_spec};
 
 async fn runtime(grants: Grants, limits: PluginLimits) -> Arc<Runtime> {
     let cache = std::env::temp_dir().join("agentgate-test-component-cache");

@@ -2,12 +2,12 @@
 //! `run` with exit 2 and a message that names what is wrong and the limit, and `run` leaves no
 //! run folder behind. The limits themselves are unit-tested in `host/src/taskspec/limits.rs`.
 
-mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use support::{repo_root, shell_agent, stderr, task_spec};
+use crate::support::{repo_root, shell_agent, stderr, task_spec};
+use crate::support;
 
 struct Home {
     dir: tempfile::TempDir,

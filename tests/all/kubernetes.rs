@@ -10,18 +10,16 @@
 //!
 //! Under `CI=true` a missing cluster fails every test (support::kubernetes never skips).
 
-mod support;
 
-#[path = "support/git_server.rs"]
-mod git_server;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use git_server::git;
+use crate::support::git_server::git;
 use serde_json::Value;
-use support::kubernetes::{test_cluster, TestCluster};
-use support::{eventually, shell_agent, stderr, task_spec, Home};
+use crate::support::kubernetes::{test_cluster, TestCluster};
+use crate::support::{eventually, shell_agent, stderr, task_spec, Home};
+use crate::support;
 
 /// The context of the test cluster's admin kubeconfig.
 const CONTEXT: &str = "agentgate-test";

@@ -14,8 +14,6 @@
 //! `GET /repos/{o}/{r}/branches/{b}`, `POST /repos/{o}/{r}/forks`, `POST /user/repos`,
 //! `POST /orgs/{org}/repos`, `POST /repos/{o}/{r}/generate`.
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -10,23 +10,22 @@
 //! clients trust; and a test DNS server that is the egress proxy's only resolver
 //! (grants.yaml `egress.nameserver`), mapping the test names below.
 
-mod support;
 
-#[path = "support/git_server.rs"]
-mod git_server;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::Output;
 
-use support::agent_clis::{build_glibc_image, clis, CLIS_IN_SANDBOX, GLIBC_IMAGE};
-use support::anthropic::{AnthropicServer, Reply};
-use support::dns::TestDns;
-use support::egress_net::{
+use crate::support::agent_clis::{build_glibc_image, clis, CLIS_IN_SANDBOX, GLIBC_IMAGE};
+use crate::support::anthropic::{AnthropicServer, Reply};
+use crate::support::dns::TestDns;
+use crate::support::egress_net::{
     client_ca_environment, host_address, Behind, UdpSink, Upstream, UPSTREAM_BODY,
 };
-use support::upstream::TestCa;
-use support::{indent, package_registries, shell_agent, stderr, task_spec, Home};
+use crate::support::upstream::TestCa;
+use crate::support::{indent, package_registries, shell_agent, stderr, task_spec, Home};
+use crate::support;
+use crate::support::git_server;
 
 /// Where allowed upstreams listen: loopback, so the proxy dials it only because the
 /// allowlist lists this exact address (`ALLOWED_IP:port`) besides the names.

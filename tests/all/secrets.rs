@@ -6,12 +6,11 @@
 //! and of the CLI's output, in the live mode and with `--json`, looking for the secret
 //! and for pieces of it.
 
-mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use support::{shell_agent, task_spec};
+use crate::support::{shell_agent, task_spec};
 
 /// 32 characters, none of which the agent's scripts or the host print on their own.
 const SECRET: &str = "sk-live-Zq8w3RtY9uVb2NcX7mKp4LsJ";

@@ -10,13 +10,12 @@
 //! test to need them warms a compile cache (`target/polyglot-home`, kept between runs,
 //! so unchanged builds compile once) that every test's home starts from.
 
-mod support;
 
 use std::path::Path;
 use std::process::Output;
 
-use support::polyglot::{built, grant, home_with, PLUGINS};
-use support::{indent, shell_agent, stderr, task_spec, Home};
+use crate::support::polyglot::{built, grant, home_with, PLUGINS};
+use crate::support::{indent, shell_agent, stderr, task_spec, Home};
 
 /// Runs `yaml` with the plugin directory and the grants of `plugins`.
 fn run(home: &Home, plugin_dir: &Path, plugins: &[&str], yaml: &str) -> Output {

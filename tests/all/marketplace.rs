@@ -7,7 +7,6 @@
 //! revocation) and checked with its own message; the positive path runs the installed
 //! plugin and proves it was the locked bytes that ran.
 
-mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -15,10 +14,11 @@ use std::process::{Command, Output};
 use sha2::Digest;
 
 use agentgate::marketplace::oci::{PluginRef, Registry, SignedArtifact};
-use support::http::{full, Server};
-use support::oci_registry::OciRegistry;
-use support::polyglot::{built, grant, home_with};
-use support::{builtin_component, indent, local_subprocess, stderr, task_spec, Home};
+use crate::support::http::{full, Server};
+use crate::support::oci_registry::OciRegistry;
+use crate::support::polyglot::{built, grant, home_with};
+use crate::support::{builtin_component, indent, local_subprocess, stderr, task_spec, Home};
+use crate::support;
 
 /// A key pair made by `minisign -G` (no password), in `dir`.
 struct Key {
@@ -759,7 +759,7 @@ fn publishes_installs_and_runs_a_javascript_plugin() {
     polyglot_driver_is_published_installed_and_run("js-shell");
 }
 
-/// A driver built by componentize-py or jco (tests/support/polyglot.rs), published,
+/// A driver built by componentize-py or jco (tests/all/support/polyglot.rs), published,
 /// installed from the registry with its grant (`events`, `sandbox`) and run in the
 /// subprocess sandbox.
 fn polyglot_driver_is_published_installed_and_run(driver: &str) {

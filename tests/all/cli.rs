@@ -1,15 +1,15 @@
 //! End to end through the `agentgate` binary: real processes, real files, real
 //! namespaces. Each test gets its own AGENTGATE_HOME.
 
-mod support;
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use support::{
+use crate::support::{
     eventually, fixture_plugins, local_subprocess, processes_with_arg, repo_root, shell_agent,
     stderr, task_spec, Home,
 };
+use crate::support;
 
 #[test]
 fn quickstart_runs_end_to_end() {

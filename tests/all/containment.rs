@@ -6,18 +6,18 @@
 //! what the sandbox must not hand over. The last test runs agentgate itself as an
 //! unprivileged user.
 
-mod support;
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-use support::unprivileged::{agentgate_for_everyone, DelegatedCgroup, NOBODY};
-use support::{
+use crate::support::unprivileged::{agentgate_for_everyone, DelegatedCgroup, NOBODY};
+use crate::support::{
     assert_mount_tables_hide, assert_probe_refused_what_it_must, eventually, local_subprocess,
     place_syscall_probe, processes_with_arg, shell_agent, stderr, task_spec, Home,
 };
+use crate::support;
 
 /// A `local` workspace in a `subprocess` sandbox with extra `sandbox` lines.
 fn sandboxed(workspace: &Path, sandbox_extra: &str, agent: &str) -> String {

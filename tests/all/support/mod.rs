@@ -1,8 +1,6 @@
 //! Shared helpers for the integration tests: temporary homes, TaskSpec text, and the
 //! fixture plugins built by `host/build.rs`.
 
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -390,6 +388,8 @@ pub mod agent_clis;
 pub mod anthropic;
 pub mod dns;
 pub mod egress_net;
+pub mod git_server;
+pub mod github_api;
 pub mod http;
 pub mod kubernetes;
 pub mod oci_registry;

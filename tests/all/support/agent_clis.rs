@@ -2,8 +2,8 @@
 //! `tests/agent-clis/`, installed once per machine into `target/agent-clis`, and the
 //! Docker image the glibc-linked Claude Code binary runs in.
 //!
-//! Why here: the driver tests (`tests/agents_cli.rs`) and the egress tests
-//! (`tests/egress_bypass.rs`) run the same CLIs, installed the same way.
+//! Why here: the driver tests (`tests/all/agents_cli.rs`) and the egress tests
+//! (`tests/all/egress_bypass.rs`) run the same CLIs, installed the same way.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

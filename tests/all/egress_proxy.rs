@@ -7,7 +7,6 @@
 //! client's `403` (or a closed tunnel), the proxy's report and event, and the upstream
 //! that saw nothing.
 
-mod support;
 
 use std::net::IpAddr;
 use std::os::unix::fs::PermissionsExt;
@@ -23,8 +22,8 @@ use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
-use support::dns::TestDns;
-use support::upstream::{response_head, TestCa, Upstream};
+use crate::support::dns::TestDns;
+use crate::support::upstream::{response_head, TestCa, Upstream};
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()

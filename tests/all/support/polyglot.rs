@@ -1,6 +1,6 @@
 //! The Python (componentize-py) and JavaScript (jco / componentize-js) example plugins,
 //! built from `wit/` by `examples/plugins/build.sh` with pinned toolchains, for the tests
-//! that load them (tests/polyglot.rs) and publish them (tests/marketplace.rs).
+//! that load them (tests/all/polyglot.rs) and publish them (tests/all/marketplace.rs).
 //!
 //! The components are built once per test binary. Without `python3 -m venv`, node or
 //! npm the tests skip with a loud message, except under `CI=true`, where that is a

@@ -10,7 +10,6 @@
 //! `support::anthropic`), streaming SSE, with its tools running in a real subprocess
 //! sandbox at `network: none`: the model traffic leaves from the plugin, not the sandbox.
 
-mod support;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -22,8 +21,9 @@ use agentgate::engine::{self, RunRequest};
 use agentgate::record::{RunResult, RunStatus};
 use agentgate::runtime::{Grants, HttpLimits, PluginLimits, Runtime, RuntimeConfig};
 use serde_json::json;
-use support::anthropic::{tool_results, AnthropicServer, Reply, INPUT_TOKENS, OUTPUT_TOKENS};
-use support::{fixture_plugins, task_spec};
+use crate::support::anthropic::{tool_results, AnthropicServer, Reply, INPUT_TOKENS, OUTPUT_TOKENS};
+use crate::support::{fixture_plugins, task_spec};
+use crate::support;
 
 const API_KEY: &str = "sk-ant-test-0123456789abcdef";
 

@@ -11,15 +11,15 @@
 //! `destroy` traps, refuses or hangs is the fixture `unruly-docker`
 //! (tests/fixtures/plugins), whose `list-leftovers` and `reap` work.
 //!
-//! Kubernetes is covered by tests/kubernetes.rs through the same engine path.
+//! Kubernetes is covered by tests/all/kubernetes.rs through the same engine path.
 
-mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use support::{docker_ready, eventually, fixture_plugins, shell_agent, stderr, task_spec, Home};
+use crate::support::{docker_ready, eventually, fixture_plugins, shell_agent, stderr, task_spec, Home};
+use crate::support;
 
 const IMAGE: &str = support::DOCKER_TEST_IMAGE;
 
