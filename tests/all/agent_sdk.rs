@@ -10,34 +10,23 @@
 //! `support::anthropic`), streaming SSE, with its tools running in a real subprocess
 //! sandbox at `network: none`: the model traffic leaves from the plugin, not the sandbox.
 
-
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support;
+use crate::support::anthropic::{
+    tool_results, AnthropicServer, Reply, INPUT_TOKENS, OUTPUT_TOKENS,
+};
+use crate::support::{fixture_plugins, fixture_runtime, task_spec};
 use agentgate::engine::{self, RunRequest};
 use agentgate::record::{RunResult, RunStatus};
 use agentgate::runtime::{Grants, HttpLimits, PluginLimits, Runtime, RuntimeConfig};
 use serde_json::json;
-use crate::support::anthropic::{tool_results, AnthropicServer, Reply, INPUT_TOKENS, OUTPUT_TOKENS};
-use crate::support::{fixture_plugins, task_spec};
-use crate::support;
 
 const API_KEY: &str = "sk-ant-test-0123456789abcdef";
-
-async fn runtime(grants: Grants, limits: PluginLimits) -> Arc<Runtime> {
-    Runtime::new(RuntimeConfig {
-        cache_dir: Some(std::env::temp_dir().join("agentgate-test-component-cache")),
-        plugin_dirs: vec![fixture_plugins()],
-        grants,
-        limits,
-        ..RuntimeConfig::default()
-    })
-    .await
-    .expect("runtime loads")
-}
 
 fn spec(agent: &str, workspace: &Path) -> agentgate::taskspec::TaskSpec {
     let execution = format!(
@@ -55,20 +44,6 @@ struct Ran {
     folder_text: String,
 }
 
-/// The text of every file under `dir`.
-fn all_text(dir: &Path) -> String {
-    let mut text = String::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            text.push_str(&all_text(&path));
-        } else if let Ok(bytes) = std::fs::read(&path) {
-            text.push_str(&String::from_utf8_lossy(&bytes));
-        }
-    }
-    text
-}
-
 async fn run(runtime: &Runtime, agent: &str, workspace: &Path, secrets: &[(&str, &str)]) -> Ran {
     let home = tempfile::tempdir().unwrap();
     let mut request = RunRequest::new(spec(agent, workspace), home.path().into());
@@ -81,7 +56,7 @@ async fn run(runtime: &Runtime, agent: &str, workspace: &Path, secrets: &[(&str,
     Ran {
         result: report.result,
         events,
-        folder_text: all_text(&report.folder),
+        folder_text: support::all_text(&report.folder),
     }
 }
 
@@ -143,7 +118,7 @@ async fn a_host_outside_the_allowlist_is_denied_naming_the_host() {
     // Granted http, but to another host (and to this host on another port).
     let mut grants = granted_to("api.example.com");
     grants.add_flag("http-driver=http:127.0.0.1:1").unwrap();
-    let runtime = runtime(grants, PluginLimits::default()).await;
+    let runtime = fixture_runtime(grants, PluginLimits::default()).await;
     let workspace = tempfile::tempdir().unwrap();
     let ran = run(&runtime, &http_get(&address, false), workspace.path(), &[]).await;
 
@@ -197,7 +172,7 @@ async fn a_server_that_never_answers_hits_the_first_byte_timeout() {
         first_byte: Duration::from_millis(500),
         ..HttpLimits::default()
     };
-    let runtime = runtime(granted_to(&address), limits(http)).await;
+    let runtime = fixture_runtime(granted_to(&address), limits(http)).await;
     let workspace = tempfile::tempdir().unwrap();
     let ran = run(&runtime, &http_get(&address, false), workspace.path(), &[]).await;
     let error = ran.result.error.unwrap_or_default();
@@ -220,7 +195,7 @@ async fn a_body_that_stalls_hits_the_between_bytes_timeout() {
         between_bytes: Duration::from_millis(500),
         ..HttpLimits::default()
     };
-    let runtime = runtime(granted_to(&address), limits(http)).await;
+    let runtime = fixture_runtime(granted_to(&address), limits(http)).await;
     let workspace = tempfile::tempdir().unwrap();
     let ran = run(&runtime, &http_get(&address, true), workspace.path(), &[]).await;
     let error = ran.result.error.unwrap_or_default();
@@ -242,7 +217,7 @@ async fn a_response_larger_than_the_cap_is_cut_off() {
         max_response_bytes: 1000,
         ..HttpLimits::default()
     };
-    let runtime = runtime(granted_to(&address), limits(http)).await;
+    let runtime = fixture_runtime(granted_to(&address), limits(http)).await;
     let workspace = tempfile::tempdir().unwrap();
     let ran = run(&runtime, &http_get(&address, true), workspace.path(), &[]).await;
     let error = ran.result.error.unwrap_or_default();
@@ -320,7 +295,7 @@ async fn a_connection_that_is_never_established_hits_the_connect_timeout() {
         connect: Duration::from_millis(500),
         ..HttpLimits::default()
     };
-    let runtime = runtime(granted_to(&address), limits(http)).await;
+    let runtime = fixture_runtime(granted_to(&address), limits(http)).await;
     let workspace = tempfile::tempdir().unwrap();
     let ran = run(&runtime, &http_get(&address, false), workspace.path(), &[]).await;
     let error = ran.result.error.unwrap_or_default();
@@ -344,7 +319,7 @@ fn sdk_agent(extra: &str) -> String {
 async fn sdk_runtime(base_url: &str) -> Arc<Runtime> {
     let mut grants = Grants::default();
     grants.set_base_url("ANTHROPIC_BASE_URL", base_url).unwrap();
-    runtime(grants, PluginLimits::default()).await
+    fixture_runtime(grants, PluginLimits::default()).await
 }
 
 fn secrets(base_url: &str) -> [(&'static str, String); 2] {

@@ -15,17 +15,16 @@
 //! Without npm (or, for the Docker test, a Docker engine) the tests fail under
 //! `CI=true` and are skipped loudly elsewhere.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use serde_json::Value;
+use crate::support;
 use crate::support::agent_clis::{build_glibc_image, clis, CLIS_IN_SANDBOX, GLIBC_IMAGE};
 use crate::support::anthropic::{self, AnthropicServer, Reply};
 use crate::support::openai_responses::{self as responses, ResponsesServer};
 use crate::support::task_spec;
-use crate::support;
+use serde_json::Value;
 
 const API_KEY: &str = "sk-ant-api03-test-key-must-not-leak-0123456789";
 const OAUTH_TOKEN: &str = "sk-ant-oat01-test-token-must-not-leak-9876543210";

@@ -11,14 +11,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const TARGET: &str = "wasm32-wasip2";
+use crate::support::repo_root;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+const TARGET: &str = "wasm32-wasip2";
 
 fn script() -> PathBuf {
     repo_root().join(".cargo/wasm32-wasip2-target")

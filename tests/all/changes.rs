@@ -4,14 +4,15 @@
 //! workspaces, symlinks swapped in, sparse files and secrets in binary files neither
 //! leak the host into the change set nor break its bounds.
 
-
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use serde_json::{json, Value};
-use crate::support::{shell_agent, task_spec};
 use crate::support;
+use crate::support::git_server::git;
+use crate::support::peak_rss;
+use crate::support::{shell_agent, task_spec};
+use serde_json::{json, Value};
 
 /// Runs `script` as the agent on `workspace` with no sandbox (so it can reach the
 /// workspace's parent), in a fresh home. `json` adds `--json`.
@@ -221,23 +222,6 @@ fn a_root_swapped_for_a_symlink_to_etc_does_not_redirect_the_record() {
 // (`modifiedFiles`, `ignoredFiles`, `changes.patch`) stays inside the workspace and
 // within bounds of memory and time.
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A repository at `dir` with `files` committed, and a pristine clone of it beside it
 /// (`<dir>.pristine`) to apply `changes.patch` to.
 fn repository(dir: &Path, files: &[(&str, &[u8])]) -> std::path::PathBuf {
@@ -272,41 +256,30 @@ struct Measured {
 }
 
 /// Runs `agentgate run` on a TaskSpec with `execution` in `home`, with `env` added to
-/// its environment, and measures its peak memory (`wait4`'s rusage of that child
-/// alone).
+/// its environment, and measures its peak memory (its own, see [`peak_rss`]).
 fn run_measured(home: &Path, execution: &str, args: &[&str], env: &[(&str, &str)]) -> Measured {
     let task = home.join("task.yaml");
     std::fs::write(&task, task_spec("changes", "x", execution)).unwrap();
     let stderr_path = home.join("stderr.txt");
-    // Reaped by `wait4` below, which `Child::wait` cannot stand in for: it gives no
-    // rusage.
-    #[allow(clippy::zombie_processes)]
-    let child = Command::new(env!("CARGO_BIN_EXE_agentgate"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentgate"));
+    command
         .arg("run")
         .arg(&task)
         .args(args)
         .env("AGENTGATE_HOME", home)
         .env_remove("AGENTGATE_PLUGIN_PATH")
-        .envs(env.iter().copied())
+        .envs(env.iter().copied());
+    let (mut command, report) = peak_rss::measured(&command);
+    let child = command
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&stderr_path).unwrap())
         .spawn()
         .expect("starting agentgate");
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid value to be written over.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: the pid is our child, not yet reaped; both pointers are valid.
-    let reaped = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(
-        reaped,
-        child.id() as i32,
-        "{}",
-        std::io::Error::last_os_error()
-    );
+    let ended = report.wait(child);
     Measured {
-        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        code: ended.code,
         stderr: std::fs::read_to_string(&stderr_path).unwrap_or_default(),
-        peak_rss: usage.ru_maxrss as u64 * 1024,
+        peak_rss: ended.peak_rss,
     }
 }
 

@@ -1,15 +1,14 @@
 //! End to end through the `agentgate` binary: real processes, real files, real
 //! namespaces. Each test gets its own AGENTGATE_HOME.
 
-
 use std::path::PathBuf;
 use std::process::Command;
 
+use crate::support;
 use crate::support::{
     eventually, fixture_plugins, local_subprocess, processes_with_arg, repo_root, shell_agent,
     stderr, task_spec, Home,
 };
-use crate::support;
 
 #[test]
 fn quickstart_runs_end_to_end() {
@@ -729,17 +728,13 @@ fn claude_result(summary: &str) -> serde_json::Value {
         "usage": {"input_tokens": 12, "output_tokens": 34}})
 }
 
-fn stdout(output: &std::process::Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 /// The run ids of `home`, newest first, as `runs --json` lists them.
 fn history(home: &Home, args: &[&str]) -> Vec<serde_json::Value> {
     let mut all = vec!["runs", "--json"];
     all.extend(args);
     let output = home.agentgate(&all);
     assert!(output.status.success(), "{}", stderr(&output));
-    serde_json::from_str::<serde_json::Value>(&stdout(&output))
+    serde_json::from_str::<serde_json::Value>(&support::stdout(&output))
         .unwrap()
         .as_array()
         .unwrap()
@@ -750,7 +745,7 @@ fn history(home: &Home, args: &[&str]) -> Vec<serde_json::Value> {
 fn runs_lists_the_history_newest_first_and_show_prints_the_end_of_run_summary() {
     let home = Home::new();
     assert_eq!(
-        stdout(&home.agentgate(&["runs"])).lines().count(),
+        support::stdout(&home.agentgate(&["runs"])).lines().count(),
         1,
         "a new home has no runs"
     );
@@ -841,7 +836,7 @@ fn runs_lists_the_history_newest_first_and_show_prints_the_end_of_run_summary() 
     );
 
     // The table: a header and one row per run, in the same order.
-    let table = stdout(&home.agentgate(&["runs", "--limit", "2"]));
+    let table = support::stdout(&home.agentgate(&["runs", "--limit", "2"]));
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 3, "{table}");
     for column in [
@@ -858,7 +853,7 @@ fn runs_lists_the_history_newest_first_and_show_prints_the_end_of_run_summary() 
         lines[2].starts_with(ids[1]) && lines[2].contains("failed"),
         "{table}"
     );
-    let table = stdout(&home.agentgate(&["runs"]));
+    let table = support::stdout(&home.agentgate(&["runs"]));
     let last = table.lines().nth(3).unwrap();
     for cell in [
         ids[2],
@@ -875,7 +870,7 @@ fn runs_lists_the_history_newest_first_and_show_prints_the_end_of_run_summary() 
     // `show` (by a prefix of the id) prints what `run` printed at its end.
     let show = home.agentgate(&["show", &ids[2][..20]]);
     assert!(show.status.success(), "{}", stderr(&show));
-    let summary = stdout(&show);
+    let summary = support::stdout(&show);
     assert!(
         summary.starts_with(&format!("run {} succeeded in ", ids[2])),
         "{summary}"
@@ -888,12 +883,12 @@ fn runs_lists_the_history_newest_first_and_show_prints_the_end_of_run_summary() 
     );
     let show = home.agentgate(&["show", ids[0]]);
     assert!(
-        stderr(&timed_out).ends_with(&stdout(&show)),
+        stderr(&timed_out).ends_with(&support::stdout(&show)),
         "{}",
-        stdout(&show)
+        support::stdout(&show)
     );
     let json = home.agentgate(&["show", "--json", ids[1]]);
-    let shown: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    let shown: serde_json::Value = serde_json::from_str(&support::stdout(&json)).unwrap();
     assert_eq!(
         shown,
         serde_json::from_str::<serde_json::Value>(
@@ -940,7 +935,7 @@ fn runs_tells_a_running_run_an_orphaned_one_and_a_crashed_one() {
         .as_str()
         .unwrap()
         .to_string();
-    let show = stdout(&home.agentgate(&["show", &id]));
+    let show = support::stdout(&home.agentgate(&["show", &id]));
     assert!(show.contains("has no result yet: it is running"), "{show}");
 
     child.kill().unwrap();
@@ -1088,7 +1083,7 @@ fn report_shows_the_run_in_a_browser_and_runs_none_of_the_agents_markup() {
 
     let report = home.agentgate(&["report", &run_id[..16]]);
     assert!(report.status.success(), "{}", stderr(&report));
-    let page_path = PathBuf::from(stdout(&report).trim());
+    let page_path = PathBuf::from(support::stdout(&report).trim());
     assert_eq!(page_path, home.run_folder().join("report.html"));
     let page = std::fs::read_to_string(&page_path).unwrap();
     let elsewhere = home.dir.path().join("elsewhere.html");
@@ -1096,7 +1091,7 @@ fn report_shows_the_run_in_a_browser_and_runs_none_of_the_agents_markup() {
     assert!(again.status.success(), "{}", stderr(&again));
     assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), page);
     assert_eq!(
-        stdout(&home.agentgate(&["report", &run_id, "-o", "-"])),
+        support::stdout(&home.agentgate(&["report", &run_id, "-o", "-"])),
         page
     );
 
@@ -1200,7 +1195,7 @@ fn the_recorded_taskspec_is_masked_and_has_the_prompt_the_run_was_given() {
     );
     assert!(!recorded.contains(token));
     let run_id = home.result()["runId"].as_str().unwrap().to_string();
-    let page = stdout(&home.agentgate(&["report", &run_id, "-o", "-"]));
+    let page = support::stdout(&home.agentgate(&["report", &run_id, "-o", "-"]));
     // The page shows the TaskSpec as YAML, where `***` is quoted.
     assert!(page.contains("DEPLOY_TOKEN: &#39;***&#39;"), "{page}");
     assert!(page.contains("from the flag") && !page.contains(token));
@@ -1268,7 +1263,7 @@ fn a_credential_written_in_the_task_spec_is_masked_everywhere_and_validate_says_
             );
         }
     }
-    assert!(!stdout(&output).contains(key) && !stderr(&output).contains(key));
+    assert!(!support::stdout(&output).contains(key) && !stderr(&output).contains(key));
 }
 
 #[test]

@@ -6,18 +6,17 @@
 //! what the sandbox must not hand over. The last test runs agentgate itself as an
 //! unprivileged user.
 
-
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
+use crate::support;
 use crate::support::unprivileged::{agentgate_for_everyone, DelegatedCgroup, NOBODY};
 use crate::support::{
     assert_mount_tables_hide, assert_probe_refused_what_it_must, eventually, local_subprocess,
     place_syscall_probe, processes_with_arg, shell_agent, stderr, task_spec, Home,
 };
-use crate::support;
 
 /// A `local` workspace in a `subprocess` sandbox with extra `sandbox` lines.
 fn sandboxed(workspace: &Path, sandbox_extra: &str, agent: &str) -> String {
@@ -453,19 +452,12 @@ fn a_cpu_busy_agent_reports_its_usage_and_nothing_is_left_behind() {
     assert!(left.is_empty(), "mounts of the run left behind: {left:#?}");
 }
 
-/// The host's address on its first non-loopback interface, found without traffic.
-fn host_address() -> std::net::IpAddr {
-    let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
-    socket.connect("10.255.255.255:9").unwrap();
-    socket.local_addr().unwrap().ip()
-}
-
 #[test]
 fn network_none_is_empty_and_bridge_reaches_out_but_not_the_host_loopback() {
     let listener = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     listener.set_nonblocking(true).unwrap();
-    let address = host_address();
+    let address = support::egress_net::host_address();
     let probe = |target: &str| {
         format!("bash -c 'echo hi > /dev/tcp/{target}/{port}' 2>/dev/null && echo REACHED-{target} || echo BLOCKED-{target}\n")
     };

@@ -11,17 +11,16 @@
 //! Under `CI=true` a missing or unreachable engine fails every test; elsewhere each
 //! test says loudly that it was skipped.
 
-
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
 
+use crate::support;
 use crate::support::{
     assert_mount_tables_hide, assert_probe_refused_what_it_must, docker_ready, eventually,
     place_syscall_probe, processes_with_arg, shell_agent, stderr, task_spec, Home,
     MOUNT_TABLES_SCRIPT,
 };
-use crate::support;
 
 /// The test image: busybox only, built once per test binary.
 const IMAGE: &str = support::DOCKER_TEST_IMAGE;

@@ -4,15 +4,14 @@
 //! an unprivileged user with and without a delegated cgroup, and with one it cannot
 //! read. The real Docker engine is never stopped: others use it at the same time.
 
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use serde_json::Value;
+use crate::support;
 use crate::support::unprivileged::{agentgate_for_everyone, DelegatedCgroup, NOBODY};
 use crate::support::{stderr, Home};
-use crate::support;
+use serde_json::Value;
 
 /// Every check, in the order the report lists them.
 const CHECKS: &[&str] = &[

@@ -7,7 +7,6 @@
 //! The agent's attempts are proved to have run (files it wrote), then checked on the
 //! host: what the upstream and the DNS server saw, and the run's `result.json`.
 
-
 use std::net::IpAddr;
 
 use crate::support::dns::TestDns;

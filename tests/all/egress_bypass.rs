@@ -10,22 +10,20 @@
 //! clients trust; and a test DNS server that is the egress proxy's only resolver
 //! (grants.yaml `egress.nameserver`), mapping the test names below.
 
-
-
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::Output;
 
+use crate::support;
 use crate::support::agent_clis::{build_glibc_image, clis, CLIS_IN_SANDBOX, GLIBC_IMAGE};
 use crate::support::anthropic::{AnthropicServer, Reply};
 use crate::support::dns::TestDns;
 use crate::support::egress_net::{
     client_ca_environment, host_address, Behind, UdpSink, Upstream, UPSTREAM_BODY,
 };
+use crate::support::git_server;
 use crate::support::upstream::TestCa;
 use crate::support::{indent, package_registries, shell_agent, stderr, task_spec, Home};
-use crate::support;
-use crate::support::git_server;
 
 /// Where allowed upstreams listen: loopback, so the proxy dials it only because the
 /// allowlist lists this exact address (`ALLOWED_IP:port`) besides the names.
@@ -575,15 +573,6 @@ for label, path in (("abstract", "\0{name}"), ("docker", "/var/run/docker.sock")
 
 // ---- The operator's cap holds on the address dialed (issue 27). ----
 
-/// A port of the same address other than `port`.
-fn another_port(port: u16) -> u16 {
-    if port == u16::MAX {
-        port - 1
-    } else {
-        port + 1
-    }
-}
-
 /// The issue's setting: grants.yaml denies `127.0.0.6:PORT` and `11.22.33.44:PORT`;
 /// the task allows `evil.test:PORT` (resolving to 127.0.0.6) and `fronted.test:PORT`
 /// (resolving to 11.22.33.44), and lists 127.0.0.6 on another port. The check before
@@ -595,7 +584,7 @@ fn run_against_the_address_cap(lab: &Lab, provider: &str, port: u16, script: &st
         &[
             format!("evil.test:{port}"),
             format!("fronted.test:{port}"),
-            format!("{EVIL_IP}:{}", another_port(port)),
+            format!("{EVIL_IP}:{}", support::another_port(port)),
         ],
         &format!("  deny: [\"{EVIL_IP}:{port}\", \"{FRONTED_IP}:{port}\"]\n"),
     )

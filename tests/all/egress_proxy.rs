@@ -7,7 +7,6 @@
 //! client's `403` (or a closed tunnel), the proxy's report and event, and the upstream
 //! that saw nothing.
 
-
 use std::net::IpAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -22,6 +21,7 @@ use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
+use crate::support;
 use crate::support::dns::TestDns;
 use crate::support::upstream::{response_head, TestCa, Upstream};
 
@@ -699,15 +699,6 @@ async fn the_operators_never_list_wins_over_the_allowlist() {
     assert_eq!(upstream.seen().connections, 0);
 }
 
-/// A port of the same address other than `port`.
-fn another_port(port: u16) -> u16 {
-    if port == u16::MAX {
-        port - 1
-    } else {
-        port + 1
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operators_deny_holds_for_allowed_names_resolving_to_a_denied_address() {
     // The denied address has a real server; the names the task allows resolve to it
@@ -725,7 +716,7 @@ async fn the_operators_deny_holds_for_allowed_names_resolving_to_a_denied_addres
     let allow = [
         format!("evil.test:{port}"),
         format!("fronted.test:{port}"),
-        format!("127.0.0.6:{}", another_port(port)),
+        format!("127.0.0.6:{}", support::another_port(port)),
     ];
     assert!(cap.check(&Allowlist::parse(&allow).unwrap()).is_ok());
     let world = world_with(&allow, cap, Limits::default()).await;
@@ -772,7 +763,7 @@ async fn the_operators_deny_holds_for_allowed_names_resolving_to_a_denied_addres
 async fn a_special_address_listed_on_one_port_unlocks_no_other_port() {
     let target = Upstream::http(ip("127.0.0.6"), 10);
     let port = target.port();
-    let listed = another_port(port);
+    let listed = support::another_port(port);
     let world = world(&[
         format!("evil.test:{port}"),
         format!("evil.test:{listed}"),

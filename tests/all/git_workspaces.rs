@@ -5,13 +5,12 @@
 //! TLS), and `git daemon` for anonymous clones. Each run is the real `agentgate`
 //! binary with the built-in `workspace-git` plugin and the host's libgit2 capability.
 
-
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::support;
 use crate::support::git_server::{git, git_available, make_repo, Daemon, HttpGit, Recorder};
 use crate::support::{denied_events, shell_agent, stderr, task_spec, Home};
-use crate::support;
 
 /// A token distinctive enough to grep for.
 const TOKEN: &str = "tok-9f3c2e51-never-written";

@@ -6,15 +6,14 @@
 //! private GitHub repository does. The host finds the API through `GITHUB_API_URL`, as
 //! it would a GitHub Enterprise server.
 
-
 use std::process::{Command, Output};
 use std::sync::Arc;
 
+use crate::support;
 use crate::support::git_server::{git, git_available, make_repo, HttpGit};
 use crate::support::github_api::{GithubApi, ORG, OTHER_USER, USER};
-use serde_json::json;
 use crate::support::{shell_agent, stderr, task_spec, Home};
-use crate::support;
+use serde_json::json;
 
 const TOKEN: &str = "ghp_test0000secret0000token";
 

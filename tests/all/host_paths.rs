@@ -7,13 +7,12 @@
 //! folder, no container, no marker from the agent), or, where the operator allowed the
 //! folder, that the agent did run (its marker) and read it.
 
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::support::{docker_ready, shell_agent, stderr, task_spec, Home, DOCKER_TEST_IMAGE};
 use crate::support;
+use crate::support::{docker_ready, shell_agent, stderr, task_spec, Home, DOCKER_TEST_IMAGE};
 
 /// The `execution` section: `workspace` and `sandbox` bodies (YAML, unindented), then an
 /// agent that leaves a marker in the workspace and prints what `script` prints.

@@ -2,12 +2,11 @@
 //! every ending signal ends a run cleanly, a relative home works, and what the host
 //! keeps in `AGENTGATE_HOME` (the compile cache, grants) is checked before it is used.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::support::{eventually, processes_with_arg, shell_agent, stderr, task_spec};
 use crate::support;
+use crate::support::{eventually, processes_with_arg, shell_agent, stderr, task_spec};
 
 fn agentgate() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_agentgate"));
@@ -27,16 +26,8 @@ fn fresh_spec() -> String {
     task_spec("home", "x", &execution)
 }
 
-/// The run folders under `home`.
-fn run_folders(home: &Path) -> Vec<PathBuf> {
-    match std::fs::read_dir(home.join("runs")) {
-        Err(_) => Vec::new(),
-        Ok(entries) => entries.map(|e| e.unwrap().path()).collect(),
-    }
-}
-
 fn only_result(home: &Path) -> serde_json::Value {
-    let runs = run_folders(home);
+    let runs = support::run_folders(home);
     assert_eq!(runs.len(), 1, "{runs:?}");
     let text = std::fs::read_to_string(runs[0].join("result.json")).unwrap();
     serde_json::from_str(&text).unwrap()
@@ -134,7 +125,10 @@ fn a_signal_during_start_up_exits_130() {
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(130), "{name}: {status:?}");
         // It landed before the run proper: no run was started.
-        assert!(run_folders(home.path()).is_empty(), "{name}: a run started");
+        assert!(
+            support::run_folders(home.path()).is_empty(),
+            "{name}: a run started"
+        );
     }
 }
 
@@ -259,6 +253,9 @@ fn a_grants_file_that_does_not_parse_is_an_error_naming_the_file_and_line() {
         );
         assert!(text.contains("line 4") || text.contains("line 5"), "{text}");
         assert!(text.contains("move the file away"), "{text}");
-        assert!(run_folders(home.path()).is_empty(), "a run started: {text}");
+        assert!(
+            support::run_folders(home.path()).is_empty(),
+            "a run started: {text}"
+        );
     }
 }

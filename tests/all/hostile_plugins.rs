@@ -4,8 +4,8 @@
 //! HTTP servers, real processes and files).
 //!
 //! Each attack is played next to an honest run started at the same moment, which must
-//! succeed, and the hostile run's `agentgate` process is measured: its peak RSS (from
-//! `wait4`) must stay under [`HOST_MEMORY_BOUND`] while the plugin asks for 4 GiB or
+//! succeed, and the hostile run's `agentgate` process is measured: its own peak RSS
+//! (`support::peak_rss`) must stay under [`HOST_MEMORY_BOUND`] while the plugin asks for 4 GiB or
 //! hands the host hundreds of MiB.
 //!
 //! - A scope attack must be refused with an error naming the plugin, the call, the
@@ -19,17 +19,19 @@
 //! (tests/fixtures/polyglot/hostile-py), is built once per test binary with the
 //! componentize-py that `examples/plugins/build.sh` installs under target/.
 
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use crate::support::git_server::{git_available, make_repo, HttpGit, Recorder};
-use serde_json::Value;
-use crate::support::{docker_ready, fixture_plugins, local_subprocess, shell_agent, task_spec, Home};
 use crate::support;
+use crate::support::git_server::{git_available, make_repo, HttpGit, Recorder};
 use crate::support::github_api;
+use crate::support::peak_rss;
+use crate::support::{
+    docker_ready, fixture_plugins, local_subprocess, shell_agent, task_spec, Home,
+};
+use serde_json::Value;
 
 /// The most memory the hostile run's `agentgate` may use at its peak.
 ///
@@ -91,8 +93,8 @@ fn run_command(
 
 /// Runs `hostile` (in `home`) while an honest run of its own starts beside it, checks
 /// that the honest run succeeded, and returns how the hostile one ended with its peak
-/// RSS, measured by `wait4` and printed.
-fn beside_an_honest_run(home: &Home, mut hostile: Command) -> Finished {
+/// RSS (its own, see [`peak_rss`]), printed.
+fn beside_an_honest_run(home: &Home, hostile: Command) -> Finished {
     let honest_home = Home::new();
     let honest_workspace = tempfile::tempdir().unwrap();
     let honest_spec = task_spec(
@@ -112,12 +114,15 @@ fn beside_an_honest_run(home: &Home, mut hostile: Command) -> Finished {
     let honest = std::thread::spawn(move || honest.output().expect("running the honest run"));
 
     let stderr_path = home.dir.path().join("agentgate.stderr");
+    let (mut hostile, report) = peak_rss::measured(&hostile);
     let child = hostile
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&stderr_path).unwrap())
         .spawn()
         .expect("starting the hostile run");
-    let (code, peak_rss) = wait_measured(child);
+    let ended = report.wait(child);
+    let code = ended.code.unwrap_or_else(|| 128 + ended.signal.unwrap());
+    let peak_rss = ended.peak_rss;
     let said = format!(
         "{}\n{}",
         std::fs::read_to_string(&stderr_path).unwrap(),
@@ -159,26 +164,6 @@ fn beside_an_honest_run(home: &Home, mut hostile: Command) -> Finished {
         said,
         peak_rss,
     }
-}
-
-/// Waits for `child` with `wait4`: its exit code and its peak RSS in bytes. Linux
-/// folds the forked copy of this test process (before `exec`) into that peak, so the
-/// figure can only overstate what `agentgate` used.
-fn wait_measured(child: std::process::Child) -> (i32, u64) {
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is valid; wait4 fills it.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our child, not yet waited for (std waits only when asked).
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(waited, pid, "wait4: {}", std::io::Error::last_os_error());
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        128 + libc::WTERMSIG(status)
-    };
-    // Linux reports ru_maxrss in KiB.
-    (code, usage.ru_maxrss as u64 * 1024)
 }
 
 fn result_text(home: &Home) -> String {

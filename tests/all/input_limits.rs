@@ -2,12 +2,12 @@
 //! `run` with exit 2 and a message that names what is wrong and the limit, and `run` leaves no
 //! run folder behind. The limits themselves are unit-tested in `host/src/taskspec/limits.rs`.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::support::{repo_root, shell_agent, stderr, task_spec};
 use crate::support;
+use crate::support::peak_rss;
+use crate::support::{repo_root, shell_agent, stderr, task_spec};
 
 struct Home {
     dir: tempfile::TempDir,
@@ -48,22 +48,16 @@ impl Home {
             .unwrap()
     }
 
-    /// The peak resident memory of `agentgate args`, in bytes (from the kernel's accounting of
-    /// this one child).
-    // The child is reaped by `wait4`, which also gives its rusage; clippy cannot see that.
-    #[allow(clippy::zombie_processes)]
+    /// The peak resident memory of `agentgate args`, in bytes (its own, see
+    /// [`peak_rss`]).
     fn peak_memory(&self, args: &[&str]) -> usize {
-        let child = self
-            .command(args)
+        let (mut command, report) = peak_rss::measured(&self.command(args));
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
-        // SAFETY: waits for our own child, with valid pointers.
-        let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-        assert_eq!(pid, child.id() as i32);
-        usage.ru_maxrss as usize * 1024
+        report.wait(child).peak_rss as usize
     }
 
     /// Whether any run folder was created.

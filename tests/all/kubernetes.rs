@@ -10,16 +10,14 @@
 //!
 //! Under `CI=true` a missing cluster fails every test (support::kubernetes never skips).
 
-
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::support;
 use crate::support::git_server::git;
-use serde_json::Value;
 use crate::support::kubernetes::{test_cluster, TestCluster};
 use crate::support::{eventually, shell_agent, stderr, task_spec, Home};
-use crate::support;
+use serde_json::Value;
 
 /// The context of the test cluster's admin kubeconfig.
 const CONTEXT: &str = "agentgate-test";
@@ -251,29 +249,6 @@ fn gc(home: &Home) {
     assert!(gc.status.success(), "{}", stderr(&gc));
 }
 
-fn sigkill(child: &mut std::process::Child) {
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    child.wait().unwrap();
-}
-
-/// Every file under `dir`, as text (lossy).
-fn all_text(dir: &Path) -> String {
-    let mut text = String::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(current) = stack.pop() {
-        for entry in std::fs::read_dir(&current).unwrap() {
-            let path: PathBuf = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if let Ok(bytes) = std::fs::read(&path) {
-                text.push_str(&String::from_utf8_lossy(&bytes));
-            }
-        }
-    }
-    text
-}
-
 #[test]
 fn a_task_runs_in_a_pod_and_its_changes_come_back() {
     let cluster = test_cluster();
@@ -457,7 +432,7 @@ fn a_running_pod_is_locked_down_holds_the_secret_only_in_its_secret_and_the_time
         home.log("stdout.log")
     );
     assert!(
-        !all_text(&home.run_folder()).contains(secret),
+        !support::all_text(&home.run_folder()).contains(secret),
         "the run's record holds the secret"
     );
 }
@@ -604,7 +579,7 @@ fn kill_9_mid_run_then_gc_leaves_nothing_and_the_pod_had_a_deadline() {
             .is_some_and(|s| s >= 600),
         "{pod:#}"
     );
-    sigkill(&mut child);
+    support::sigkill(&mut child);
     let run = run_id(&home);
     assert!(
         !namespace.run_objects(Some(&run)).is_empty(),
@@ -647,7 +622,7 @@ fn gc_in_one_home_never_touches_the_live_or_dead_runs_of_another() {
             == 2),
         "the two runs never both ran"
     );
-    sigkill(&mut dead);
+    support::sigkill(&mut dead);
     let before = namespace.run_objects(None);
     gc(&home_b);
     assert_eq!(
@@ -665,7 +640,7 @@ fn gc_in_one_home_never_touches_the_live_or_dead_runs_of_another() {
         !namespace.run_objects(Some(&run_id(&home_a))).is_empty(),
         "the live run lost its objects"
     );
-    sigkill(&mut live);
+    support::sigkill(&mut live);
     gc(&home_a);
     assert!(
         eventually(60, || namespace.run_objects(None).is_empty()),

@@ -7,18 +7,18 @@
 //! revocation) and checked with its own message; the positive path runs the installed
 //! plugin and proves it was the locked bytes that ran.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use sha2::Digest;
 
-use agentgate::marketplace::oci::{PluginRef, Registry, SignedArtifact};
+use crate::support;
 use crate::support::http::{full, Server};
 use crate::support::oci_registry::OciRegistry;
+use crate::support::peak_rss;
 use crate::support::polyglot::{built, grant, home_with};
 use crate::support::{builtin_component, indent, local_subprocess, stderr, task_spec, Home};
-use crate::support;
+use agentgate::marketplace::oci::{PluginRef, Registry, SignedArtifact};
 
 /// A key pair made by `minisign -G` (no password), in `dir`.
 struct Key {
@@ -42,15 +42,11 @@ fn minisign_key(dir: &Path, name: &str) -> Key {
     key
 }
 
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 fn ok(output: Output) -> Output {
     assert!(
         output.status.success(),
         "stdout: {}\nstderr: {}",
-        stdout(&output),
+        support::stdout(&output),
         stderr(&output)
     );
     output
@@ -244,7 +240,7 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 #[test]
 fn publishes_installs_with_consent_and_runs_a_rust_plugin() {
     let market = Market::new();
-    let published = stdout(&market.publish());
+    let published = support::stdout(&market.publish());
     assert!(published.contains("capabilities [http]"), "{published}");
     let reference = market.reference("acme");
 
@@ -266,9 +262,9 @@ fn publishes_installs_with_consent_and_runs_a_rust_plugin() {
 
     let out = ok(market.install(&reference));
     assert!(
-        stdout(&out).contains("installed http-driver 0.1.0"),
+        support::stdout(&out).contains("installed http-driver 0.1.0"),
         "{}",
-        stdout(&out)
+        support::stdout(&out)
     );
     let lock = market.lockfile();
     let entry = &lock["plugin"][0];
@@ -349,7 +345,7 @@ fn consent_is_asked_on_a_terminal() {
             .write_all(answer.as_bytes())
             .unwrap();
         let out = child.wait_with_output().unwrap();
-        (out.status.success(), stdout(&out))
+        (out.status.success(), support::stdout(&out))
     };
     let (installed, screen) = on_terminal("n\n");
     assert!(!installed, "{screen}");
@@ -563,9 +559,9 @@ fn a_moved_tag_is_refused_until_update_and_widening_needs_consent() {
         .agentgate(&["plugins", "verify", "--refresh"]);
     assert!(!verify.status.success());
     assert!(
-        stdout(&verify).contains("the tag of"),
+        support::stdout(&verify).contains("the tag of"),
         "{}",
-        stdout(&verify)
+        support::stdout(&verify)
     );
     // A run still uses the locked bytes.
     ok(market.run(&[]));
@@ -640,9 +636,9 @@ fn a_revoked_digest_is_refused_at_install_and_at_run() {
     let verify = market.operator.agentgate(&["plugins", "verify"]);
     assert!(!verify.status.success());
     assert!(
-        stdout(&verify).contains("leaks tokens"),
+        support::stdout(&verify).contains("leaks tokens"),
         "{}",
-        stdout(&verify)
+        support::stdout(&verify)
     );
     // A second operator cannot install it.
     let second = Home::new();
@@ -784,9 +780,9 @@ fn polyglot_driver_is_published_installed_and_run(driver: &str) {
     ok(market.publish_file(&built.dir.join(format!("{driver}.wasm")), &reference));
     let out = ok(market.install(&reference));
     assert!(
-        stdout(&out).contains(&format!("installed {driver} {version}")),
+        support::stdout(&out).contains(&format!("installed {driver} {version}")),
         "{}",
-        stdout(&out)
+        support::stdout(&out)
     );
     let lock = market.lockfile();
     let capabilities: Vec<&str> = lock["plugin"][0]["grant"]["capabilities"]
@@ -1079,33 +1075,23 @@ struct Measured {
     code: i32,
     stderr: String,
     stdout: String,
-    /// The highest `VmHWM` of /proc/PID/status read while it ran: its own peak.
+    /// Its own peak RSS (see [`peak_rss`]).
     peak_rss_kib: u64,
-    /// `wait4`'s `ru_maxrss`: Linux counts in it the test process's RSS when the
-    /// child was spawned, so it is printed, not bounded.
-    maxrss_bound_kib: u64,
     elapsed: std::time::Duration,
 }
 
-/// `VmHWM` of a running process, in KiB.
-fn vm_hwm_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// Runs `agentgate ARGS` in `home` as a real process, reading its peak RSS (`VmHWM`)
-/// every 10 ms while it runs and `ru_maxrss` when it is reaped. Killed, and the test
-/// failed, when it has not ended after `limit`.
-// The child is reaped by `wait4` (for its rusage), which clippy cannot see.
-#[allow(clippy::zombie_processes)]
+/// Runs `agentgate ARGS` in `home` as a real process and measures its peak RSS.
+/// Killed, and the test failed, when it has not ended after `limit`.
 fn measured(home: &Home, args: &[&str], limit: std::time::Duration) -> Measured {
     use std::io::Read;
     let started = std::time::Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agentgate"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentgate"));
+    command
         .args(args)
         .env("AGENTGATE_HOME", home.dir.path())
-        .env_remove("AGENTGATE_PLUGIN_PATH")
+        .env_remove("AGENTGATE_PLUGIN_PATH");
+    let (mut command, report) = peak_rss::measured(&command);
+    let mut child = command
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -1120,21 +1106,9 @@ fn measured(home: &Home, args: &[&str], limit: std::time::Duration) -> Measured 
     };
     let out_reader = read(Box::new(child.stdout.take().unwrap()));
     let reader = read(Box::new(child.stderr.take().unwrap()));
-    let pid = child.id() as libc::pid_t;
-    let mut peak = 0;
-    let (status, usage) = loop {
-        // Read before reaping: a reaped (or zombie) process has no memory to report.
-        if let Some(hwm) = vm_hwm_kib(child.id()) {
-            peak = peak.max(hwm);
-        }
-        let mut status = 0;
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: `pid` is our child, not yet reaped; status and usage are ours.
-        let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if reaped == pid {
-            break (status, usage);
-        }
+    while child.try_wait().unwrap().is_none() {
         if started.elapsed() > limit {
+            // The probe's death kills agentgate (PR_SET_PDEATHSIG).
             let _ = child.kill();
             let _ = child.wait();
             panic!(
@@ -1143,17 +1117,13 @@ fn measured(home: &Home, args: &[&str], limit: std::time::Duration) -> Measured 
             );
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
-    };
+    }
+    let ended = report.read();
     Measured {
-        code: if libc::WIFEXITED(status) {
-            libc::WEXITSTATUS(status)
-        } else {
-            -1
-        },
+        code: ended.code.unwrap_or(-1),
         stderr: reader.join().unwrap(),
         stdout: out_reader.join().unwrap(),
-        peak_rss_kib: peak,
-        maxrss_bound_kib: usage.ru_maxrss as u64,
+        peak_rss_kib: ended.peak_rss >> 10,
         elapsed: started.elapsed(),
     }
 }
@@ -1162,14 +1132,12 @@ fn measured(home: &Home, args: &[&str], limit: std::time::Duration) -> Measured 
 /// for the debug build; the attacks drove it to 4–8 GiB before the bound.
 const PEAK_RSS_BOUND_MIB: u64 = 96;
 
-/// The process's own peak (`VmHWM`, read every 10 ms while it ran) is under the bound.
-/// `ru_maxrss` is printed only: Linux counts in it the test process's RSS at spawn,
-/// which other tests running alongside inflate.
+/// The process's own peak RSS is under the bound.
 fn assert_rss_bounded(out: &Measured) {
-    assert!(out.peak_rss_kib > 0, "VmHWM was read while it ran");
+    assert!(out.peak_rss_kib > 0, "the peak RSS was measured");
     assert!(
         out.peak_rss_kib < PEAK_RSS_BOUND_MIB << 10,
-        "peak RSS (VmHWM) {} KiB is over the {PEAK_RSS_BOUND_MIB} MiB bound",
+        "peak RSS {} KiB is over the {PEAK_RSS_BOUND_MIB} MiB bound",
         out.peak_rss_kib
     );
 }
@@ -1190,11 +1158,10 @@ fn install_from_hostile(
         std::time::Duration::from_secs(120),
     );
     println!(
-        "hostile registry, {mode:?}: agentgate exited {} after {:.1}s, peak RSS {:.1} MiB (VmHWM; ru_maxrss {:.1} MiB; bound {PEAK_RSS_BOUND_MIB} MiB); the registry sent {:.1} MiB of hostile body\n  {}",
+        "hostile registry, {mode:?}: agentgate exited {} after {:.1}s, peak RSS {:.1} MiB (bound {PEAK_RSS_BOUND_MIB} MiB); the registry sent {:.1} MiB of hostile body\n  {}",
         out.code,
         out.elapsed.as_secs_f64(),
         out.peak_rss_kib as f64 / 1024.0,
-        out.maxrss_bound_kib as f64 / 1024.0,
         registry.sent() as f64 / (1 << 20) as f64,
         out.stderr.trim()
     );
@@ -1428,7 +1395,7 @@ fn a_revocation_list_signed_too_long_ago_is_refused_and_verify_says_how_fresh() 
     std::fs::write(&grants, "marketplace:\n  revocationsExpireAfter: 30d\n").unwrap();
     ok(market.install(&reference));
     let out = ok(market.operator.agentgate(&["plugins", "verify"]));
-    let text = stdout(&out);
+    let text = support::stdout(&out);
     assert!(text.contains("list #1 signed 10days"), "{text}");
     assert!(
         text.contains("fresh (refused once older than 30d)"),
@@ -1445,7 +1412,11 @@ fn a_revocation_list_signed_too_long_ago_is_refused_and_verify_says_how_fresh() 
     );
     let out = market.operator.agentgate(&["plugins", "verify"]);
     assert!(!out.status.success());
-    assert!(stdout(&out).contains("STALE"), "{}", stdout(&out));
+    assert!(
+        support::stdout(&out).contains("STALE"),
+        "{}",
+        support::stdout(&out)
+    );
     // The publisher re-signs it: fresh again.
     ok(market.author.agentgate(&[
         "plugins",
@@ -1457,7 +1428,11 @@ fn a_revocation_list_signed_too_long_ago_is_refused_and_verify_says_how_fresh() 
     let out = ok(market
         .operator
         .agentgate(&["plugins", "verify", "--refresh"]));
-    assert!(stdout(&out).contains("list #2 signed"), "{}", stdout(&out));
+    assert!(
+        support::stdout(&out).contains("list #2 signed"),
+        "{}",
+        support::stdout(&out)
+    );
     ok(market.run(&[]));
 }
 
@@ -1500,7 +1475,7 @@ fn verify_tells_a_file_altered_on_this_host_from_what_the_registry_served() {
     std::fs::write(&file, rebuilt(&http_driver(), "altered here")).unwrap();
     let out = market.operator.agentgate(&["plugins", "verify"]);
     assert!(!out.status.success());
-    let text = stdout(&out);
+    let text = support::stdout(&out);
     assert!(text.contains("was altered on this host"), "{text}");
     assert!(!text.contains("the registry served"), "{text}");
 }
@@ -1569,11 +1544,10 @@ fn revocation_fetches_before_runs_and_verify_refresh_are_bounded_too() {
         std::time::Duration::from_secs(120),
     );
     println!(
-        "hostile registry after install, endless bodies: `plugins verify --refresh` exited {} after {:.1}s, peak RSS {:.1} MiB (VmHWM; ru_maxrss {:.1} MiB; bound {PEAK_RSS_BOUND_MIB} MiB); the registry sent {:.1} MiB\n  {}",
+        "hostile registry after install, endless bodies: `plugins verify --refresh` exited {} after {:.1}s, peak RSS {:.1} MiB (bound {PEAK_RSS_BOUND_MIB} MiB); the registry sent {:.1} MiB\n  {}",
         out.code,
         out.elapsed.as_secs_f64(),
         out.peak_rss_kib as f64 / 1024.0,
-        out.maxrss_bound_kib as f64 / 1024.0,
         sent.load(std::sync::atomic::Ordering::SeqCst) as f64 / (1 << 20) as f64,
         out.stdout.trim()
     );

@@ -10,7 +10,6 @@
 //! test to need them warms a compile cache (`target/polyglot-home`, kept between runs,
 //! so unchanged builds compile once) that every test's home starts from.
 
-
 use std::path::Path;
 use std::process::Output;
 

@@ -6,15 +6,14 @@
 //! host pid. The docker test needs a running engine: under `CI=true` its absence is a
 //! failure, elsewhere the test says loudly that it was skipped.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use crate::support;
+use crate::support::git_server::{self, git};
 use crate::support::{
     eventually, local_subprocess, processes_with_arg, shell_agent, stderr, task_spec, Home,
 };
-use crate::support;
-use crate::support::git_server;
 
 /// Starts `agentgate run` on `yaml` (written to its own file) without waiting.
 fn spawn(home: &Home, file: &str, yaml: &str) -> Child {
@@ -65,13 +64,6 @@ fn gc_reaped(home: &Home) -> Vec<String> {
         .collect()
 }
 
-/// The run folders of `home`, by run id.
-fn run_folders(home: &Home) -> Vec<PathBuf> {
-    std::fs::read_dir(home.dir.path().join("runs"))
-        .map(|entries| entries.map(|e| e.unwrap().path()).collect())
-        .unwrap_or_default()
-}
-
 /// The cgroup directories process `pid` is in (one per v1 hierarchy, one in v2), as
 /// host paths under /sys/fs/cgroup.
 fn cgroup_dirs_of(pid: i32) -> Vec<PathBuf> {
@@ -103,12 +95,6 @@ fn cgroup_dirs_of(pid: i32) -> Vec<PathBuf> {
         }
     }
     dirs
-}
-
-fn sigkill(child: &mut Child) {
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    child.wait().unwrap();
 }
 
 fn result_of(folder: &Path) -> serde_json::Value {
@@ -153,7 +139,7 @@ fn gc_after_kill_9_reaps_the_subprocess_tree_its_cgroup_and_folders_and_marks_it
     assert!(state.is_dir(), "{}", state.display());
     assert!(!state.starts_with(home.dir.path()), "{}", state.display());
 
-    sigkill(&mut child);
+    support::sigkill(&mut child);
     // Nothing has cleaned up yet: the registry says the run lost its owner.
     assert_eq!(state_of(&home, &run_id), "orphaned");
     assert!(!folder.join("result.json").exists());
@@ -258,7 +244,7 @@ fn crash_after_work(home: &Home, name: &str, workspace: &str, marker: &str) -> C
     assert!(folder.join("workspace/work.txt").is_file());
     let state = sandbox_state_of(home, &run_id);
     assert!(state.is_dir(), "{}", state.display());
-    sigkill(&mut child);
+    support::sigkill(&mut child);
     assert_eq!(state_of(home, &run_id), "orphaned");
     Crashed {
         run_id,
@@ -374,11 +360,8 @@ fn gc_and_run_keep_a_crashed_runs_git_clone() {
         assert_eq!(result["workspace"]["commit"], repo.commits[2].as_str());
         // The clone is whole: its history and the agent's uncommitted work.
         let workspace = run.folder.join("workspace");
-        assert_eq!(
-            git_server::git(&workspace, &["rev-parse", "HEAD"]),
-            repo.commits[2]
-        );
-        assert!(git_server::git(&workspace, &["status", "--porcelain"]).contains("work.txt"));
+        assert_eq!(git(&workspace, &["rev-parse", "HEAD"]), repo.commits[2]);
+        assert!(git(&workspace, &["status", "--porcelain"]).contains("work.txt"));
     }
 }
 
@@ -478,7 +461,7 @@ fn gc_beside_live_runs_leaves_them_alone_and_reaps_only_the_dead_one() {
     );
 
     // The first owner dies; gc reaps its run and still not the second.
-    sigkill(&mut first);
+    support::sigkill(&mut first);
     assert_eq!(gc_reaped(&home).len(), 1);
     assert!(eventually(5, || processes_with_arg("302.201").is_empty()));
     assert_eq!(
@@ -489,7 +472,7 @@ fn gc_beside_live_runs_leaves_them_alone_and_reaps_only_the_dead_one() {
 
     std::fs::write(b.path().join("stop"), "").unwrap();
     assert_eq!(second.wait().unwrap().code(), Some(0));
-    let mut statuses: Vec<String> = run_folders(&home)
+    let mut statuses: Vec<String> = support::run_folders(home.dir.path())
         .iter()
         .map(|folder| result_of(folder)["status"].as_str().unwrap().to_string())
         .collect();
@@ -618,7 +601,7 @@ fn gc_after_kill_9_removes_the_docker_container() {
     assert!(!containers().is_empty());
     let state = sandbox_state_of(&home, &run_id);
     assert!(state.is_dir(), "{}", state.display());
-    sigkill(&mut child);
+    support::sigkill(&mut child);
     assert!(!containers().is_empty(), "the container went with its host");
 
     // The gc of another home on the same engine: its registry does not know the run and
@@ -639,21 +622,6 @@ fn gc_after_kill_9_removes_the_docker_container() {
     assert!(!state.exists(), "the sandbox's state folder is left");
     assert_eq!(result_of(&folder)["status"], "crashed");
     assert_eq!(state_of(&home, &run_id), "crashed");
-}
-
-/// Runs `git` in `dir` with a fixed identity; panics with its stderr on failure.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]

@@ -13,13 +13,14 @@
 //!
 //! Kubernetes is covered by tests/all/kubernetes.rs through the same engine path.
 
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
-use crate::support::{docker_ready, eventually, fixture_plugins, shell_agent, stderr, task_spec, Home};
 use crate::support;
+use crate::support::{
+    docker_ready, eventually, fixture_plugins, shell_agent, stderr, task_spec, Home,
+};
+use serde_json::Value;
 
 const IMAGE: &str = support::DOCKER_TEST_IMAGE;
 

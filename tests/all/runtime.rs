@@ -3,31 +3,17 @@
 //! `wasi:http` behind the `http` grant. Runs in-process through the library (and the
 //! binary, for `plugins cache` and `plugins inspect`).
 
-
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::{fixture_plugins, fixture_runtime, shell_agent, task_spec};
 use agentgate::engine::{self, RunError, RunRequest};
 use agentgate::record::RunStatus;
 use agentgate::runtime::bindings::types::PluginKind;
 use agentgate::runtime::{Grants, LoadStats, PluginLimits, PluginOrigin, Runtime, RuntimeConfig};
-use crate::support::{fixture_plugins, shell_agent, task_spec};
-
-async fn runtime(grants: Grants, limits: PluginLimits) -> Arc<Runtime> {
-    let cache = std::env::temp_dir().join("agentgate-test-component-cache");
-    Runtime::new(RuntimeConfig {
-        cache_dir: Some(cache),
-        plugin_dirs: vec![fixture_plugins()],
-        grants,
-        limits,
-        ..RuntimeConfig::default()
-    })
-    .await
-    .expect("runtime loads")
-}
 
 /// A runtime with its own cache under `cache` and the given plugin directories.
 async fn runtime_in(cache: &Path, plugin_dirs: Vec<PathBuf>, grants: Grants) -> Arc<Runtime> {
@@ -58,7 +44,7 @@ fn hostile(behavior: &str) -> String {
 
 #[tokio::test]
 async fn a_plugin_importing_an_ungranted_interface_is_refused() {
-    let runtime = runtime(Grants::default(), PluginLimits::default()).await;
+    let runtime = fixture_runtime(Grants::default(), PluginLimits::default()).await;
     let plugin = runtime
         .catalog()
         .get("sneaky-docker")
@@ -96,7 +82,7 @@ async fn a_plugin_importing_an_ungranted_interface_is_refused() {
 async fn a_grant_admits_the_plugin_and_a_digest_pins_it() {
     let mut grants = Grants::default();
     grants.add_flag("sneaky-docker=docker").unwrap();
-    let runtime = runtime(grants.clone(), PluginLimits::default()).await;
+    let runtime = fixture_runtime(grants.clone(), PluginLimits::default()).await;
     let digest = runtime
         .catalog()
         .get("sneaky-docker")
@@ -186,7 +172,7 @@ async fn a_plugin_that_loops_forever_is_stopped_by_its_cpu_slice() {
         cpu_slice: Duration::from_millis(300),
         ..PluginLimits::default()
     };
-    let runtime = runtime(Grants::default(), limits).await;
+    let runtime = fixture_runtime(Grants::default(), limits).await;
     let home = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let request = RunRequest::new(
@@ -205,7 +191,7 @@ async fn a_plugin_that_loops_forever_is_stopped_by_its_cpu_slice() {
 #[tokio::test]
 async fn a_plugin_that_loops_forever_is_stopped_by_the_run_deadline() {
     // The CPU slice is far away; the run's wall-clock timeout must end it.
-    let runtime = runtime(Grants::default(), PluginLimits::default()).await;
+    let runtime = fixture_runtime(Grants::default(), PluginLimits::default()).await;
     let home = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let request = RunRequest::new(
@@ -224,7 +210,7 @@ async fn a_plugin_that_loops_forever_is_stopped_by_the_run_deadline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trap_fails_only_its_own_run() {
-    let runtime = runtime(Grants::default(), PluginLimits::default()).await;
+    let runtime = fixture_runtime(Grants::default(), PluginLimits::default()).await;
     let home = tempfile::tempdir().unwrap();
     let (ws_a, ws_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let trapping = RunRequest::new(
@@ -282,7 +268,7 @@ async fn a_plugin_that_eats_memory_hits_its_cap() {
         memory_bytes: 64 << 20,
         ..PluginLimits::default()
     };
-    let runtime = runtime(Grants::default(), limits).await;
+    let runtime = fixture_runtime(Grants::default(), limits).await;
     let home = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let request = RunRequest::new(
@@ -300,7 +286,7 @@ async fn a_plugin_that_eats_memory_hits_its_cap() {
 
 #[tokio::test]
 async fn describe_cannot_reach_host_interfaces_and_unknown_values_list_what_exists() {
-    let runtime = runtime(Grants::default(), PluginLimits::default()).await;
+    let runtime = fixture_runtime(Grants::default(), PluginLimits::default()).await;
     let error = runtime
         .catalog()
         .resolve(PluginKind::SandboxProvider, "dokcer")
@@ -527,10 +513,6 @@ fn agentgate(home: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-fn stdout(output: &std::process::Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 #[test]
 fn plugins_cache_shows_its_entries_and_clears_them() {
     let home = tempfile::tempdir().unwrap();
@@ -539,7 +521,7 @@ fn plugins_cache_shows_its_entries_and_clears_them() {
 
     let shown = agentgate(home.path(), &["plugins", "cache"]);
     assert!(shown.status.success(), "{shown:?}");
-    let text = stdout(&shown);
+    let text = support::stdout(&shown);
     let components = home.path().join("cache/components");
     let count = std::fs::read_dir(&components).unwrap().count();
     assert!(count > 0);
@@ -552,9 +534,9 @@ fn plugins_cache_shows_its_entries_and_clears_them() {
     let cleared = agentgate(home.path(), &["plugins", "cache", "--clear"]);
     assert!(cleared.status.success(), "{cleared:?}");
     assert!(
-        stdout(&cleared).starts_with("removed "),
+        support::stdout(&cleared).starts_with("removed "),
         "{}",
-        stdout(&cleared)
+        support::stdout(&cleared)
     );
     assert_eq!(std::fs::read_dir(&components).unwrap().count(), 0);
     assert_eq!(
@@ -564,7 +546,11 @@ fn plugins_cache_shows_its_entries_and_clears_them() {
         0
     );
     let shown = agentgate(home.path(), &["plugins", "cache"]);
-    assert!(stdout(&shown).contains("  0 entries"), "{}", stdout(&shown));
+    assert!(
+        support::stdout(&shown).contains("  0 entries"),
+        "{}",
+        support::stdout(&shown)
+    );
 }
 
 #[test]
@@ -630,7 +616,7 @@ fn one_shot_http_server() -> (String, std::thread::JoinHandle<String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wasi_http_sends_only_with_the_http_grant() {
     // Without a grant: `types` alone loads, `outgoing-handler` is refused by name.
-    let runtime = runtime(Grants::default(), PluginLimits::default()).await;
+    let runtime = fixture_runtime(Grants::default(), PluginLimits::default()).await;
     let types_only = runtime.catalog().get("http-types-driver").unwrap();
     assert!(types_only.refusal().is_none(), "{:?}", types_only.refusal());
     let refusal = runtime

@@ -6,7 +6,6 @@
 //! and of the CLI's output, in the live mode and with `--json`, looking for the secret
 //! and for pieces of it.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

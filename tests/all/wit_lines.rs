@@ -3,14 +3,13 @@
 //! in as `SHA256SUMS`), the host links every line it lists, and a plugin built against
 //! the oldest line, committed prebuilt, keeps loading, describing and running.
 
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use agentgate::runtime::bindings::SUPPORTED_LINES;
 use crate::support::{local_subprocess, oldest_line_driver, repo_root, stderr, task_spec, Home};
+use agentgate::runtime::bindings::SUPPORTED_LINES;
 
 const REMEDY: &str = "a frozen line never changes, because plugins built against it must keep loading: make a new line instead (bump the package version in wit/worlds.wit and freeze it in wit/frozen/<version>, see wit/README.md)";
 

@@ -190,6 +190,68 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Kills our own child `child` and reaps it.
+pub fn sigkill(child: &mut std::process::Child) {
+    // SAFETY: signalling our own child, which has not been waited for.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+}
+
+/// The run folders under the agentgate home `home` (none while it has no `runs`).
+pub fn run_folders(home: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(home.join("runs"))
+        .map(|entries| entries.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default()
+}
+
+/// Every file under `dir`, as text (lossy): where a test looks for a secret that must
+/// not be anywhere.
+pub fn all_text(dir: &Path) -> String {
+    let mut text = String::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        for entry in std::fs::read_dir(&current).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                text.push_str(&String::from_utf8_lossy(&bytes));
+            }
+        }
+    }
+    text
+}
+
+/// A port of the same address other than `port`.
+pub fn another_port(port: u16) -> u16 {
+    if port == u16::MAX {
+        port - 1
+    } else {
+        port + 1
+    }
+}
+
+/// An in-process runtime with the fixture plugins, `grants` and `limits`, its compiled
+/// components cached in one folder every such runtime shares.
+pub async fn fixture_runtime(
+    grants: agentgate::runtime::Grants,
+    limits: agentgate::runtime::PluginLimits,
+) -> std::sync::Arc<agentgate::runtime::Runtime> {
+    agentgate::runtime::Runtime::new(agentgate::runtime::RuntimeConfig {
+        cache_dir: Some(std::env::temp_dir().join("agentgate-test-component-cache")),
+        plugin_dirs: vec![fixture_plugins()],
+        grants,
+        limits,
+        ..agentgate::runtime::RuntimeConfig::default()
+    })
+    .await
+    .expect("runtime loads")
+}
+
 /// A `local` workspace at `workspace` in a `subprocess` sandbox.
 pub fn local_subprocess(workspace: &Path, readonly: bool, timeout: &str, agent: &str) -> String {
     format!(
@@ -395,6 +457,7 @@ pub mod kubernetes;
 pub mod oci_registry;
 pub mod openai_responses;
 pub mod package_registries;
+pub mod peak_rss;
 pub mod polyglot;
 pub mod unprivileged;
 pub mod upstream;
