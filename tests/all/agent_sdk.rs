@@ -20,10 +20,10 @@ use crate::support;
 use crate::support::anthropic::{
     tool_results, AnthropicServer, Reply, INPUT_TOKENS, OUTPUT_TOKENS,
 };
-use crate::support::{fixture_plugins, fixture_runtime, task_spec};
+use crate::support::{fixture_runtime, task_spec};
 use agentgate::engine::{self, RunRequest};
 use agentgate::record::{RunResult, RunStatus};
-use agentgate::runtime::{Grants, HttpLimits, PluginLimits, Runtime, RuntimeConfig};
+use agentgate::runtime::{Grants, HttpLimits, PluginLimits, Runtime};
 use serde_json::json;
 
 const API_KEY: &str = "sk-ant-test-0123456789abcdef";
@@ -237,7 +237,7 @@ async fn a_response_larger_than_the_cap_is_cut_off() {
         max_response_bytes: 5000,
         ..HttpLimits::default()
     };
-    let runtime = self::runtime(granted_to(&address), limits(http)).await;
+    let runtime = fixture_runtime(granted_to(&address), limits(http)).await;
     let ran = run(&runtime, &http_get(&address, true), workspace.path(), &[]).await;
     assert_eq!(
         ran.result.status,

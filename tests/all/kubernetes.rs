@@ -10,7 +10,7 @@
 //!
 //! Under `CI=true` a missing cluster fails every test (support::kubernetes never skips).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::support;

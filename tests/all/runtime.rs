@@ -9,6 +9,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support;
 use crate::support::{fixture_plugins, fixture_runtime, shell_agent, task_spec};
 use agentgate::engine::{self, RunError, RunRequest};
 use agentgate::record::RunStatus;
@@ -97,7 +98,7 @@ async fn a_grant_admits_the_plugin_and_a_digest_pins_it() {
         .is_none());
 
     grants.plugins.get_mut("sneaky-docker").unwrap().digest = Some("sha256:0000".into());
-    let pinned_elsewhere = self::runtime(grants.clone(), PluginLimits::default()).await;
+    let pinned_elsewhere = fixture_runtime(grants.clone(), PluginLimits::default()).await;
     let refusal = pinned_elsewhere
         .catalog()
         .get("sneaky-docker")
@@ -117,7 +118,7 @@ async fn a_grant_admits_the_plugin_and_a_digest_pins_it() {
     let grant = other_version.plugins.get_mut("sneaky-docker").unwrap();
     grant.digest = None;
     grant.version = Some("9.9.9".into());
-    let pinned_to_version = self::runtime(other_version, PluginLimits::default()).await;
+    let pinned_to_version = fixture_runtime(other_version, PluginLimits::default()).await;
     let refusal = pinned_to_version
         .catalog()
         .get("sneaky-docker")
@@ -131,7 +132,7 @@ async fn a_grant_admits_the_plugin_and_a_digest_pins_it() {
     );
 
     grants.plugins.get_mut("sneaky-docker").unwrap().digest = Some(digest);
-    let pinned_here = self::runtime(grants, PluginLimits::default()).await;
+    let pinned_here = fixture_runtime(grants, PluginLimits::default()).await;
     assert!(pinned_here
         .catalog()
         .get("sneaky-docker")

@@ -13,7 +13,6 @@
 //! own address ([`host_address`]), which a sandbox with a real network could reach and
 //! a sandbox held to its allowlist must not.
 
-use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -49,7 +48,6 @@ pub fn client_ca_environment(ca_path: &str) -> Vec<(&'static str, String)> {
 /// One connection an [`Upstream`] accepted.
 #[derive(Debug, Clone)]
 pub struct Seen {
-    pub peer: SocketAddr,
     /// The TLS server name the client sent, for a TLS upstream.
     pub sni: Option<String>,
     /// The request head, for an upstream that answers itself (empty when forwarding).
@@ -111,13 +109,12 @@ impl Upstream {
                 let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
                 let accept = async {
                     loop {
-                        let Ok((stream, peer)) = listener.accept().await else {
+                        let Ok((stream, _)) = listener.accept().await else {
                             continue;
                         };
                         let index = {
                             let mut seen = recorded.lock().unwrap();
                             seen.push(Seen {
-                                peer,
                                 sni: None,
                                 head: String::new(),
                             });
@@ -286,19 +283,4 @@ impl Drop for UdpSink {
             let _ = thread.join();
         }
     }
-}
-
-/// Reads what an HTTP/1.1 server answers to one request on `stream` (until it closes).
-pub fn read_to_end(mut stream: impl Read) -> String {
-    let mut text = Vec::new();
-    let _ = stream.read_to_end(&mut text);
-    String::from_utf8_lossy(&text).into_owned()
-}
-
-/// Sends `request` over a plain connection to `addr` and returns the whole answer: a
-/// host-side check that an upstream works, before a test shows the sandbox cannot use it.
-pub fn plain_request(addr: SocketAddr, request: &str) -> String {
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
-    read_to_end(stream)
 }

@@ -107,7 +107,6 @@ pub fn make_repo(root: &Path, name: &str) -> Repo {
 /// `git http-backend` on 127.0.0.1, behind Basic auth when `token` is set.
 pub struct HttpGit {
     pub port: u16,
-    pub root: PathBuf,
     server: Arc<tiny_http::Server>,
     /// Every `Authorization` header seen, to check what the client sent.
     pub auth_seen: Arc<Mutex<Vec<String>>>,
@@ -132,7 +131,6 @@ impl HttpGit {
         });
         HttpGit {
             port,
-            root: root.to_path_buf(),
             server,
             auth_seen,
         }

@@ -24,14 +24,8 @@ pub enum Reply {
     Text(String),
     /// Calls Codex's shell tool `exec_command` with `{"cmd": cmd}`.
     Exec(String),
-    /// Calls any function tool with these JSON arguments.
-    Function { name: String, arguments: Value },
     /// Answers the HTTP request with this status and an OpenAI error body.
     Status(u16),
-    /// Starts the stream, then sends `response.failed` with this error code.
-    Failed(String),
-    /// Starts the stream and stays silent until the client hangs up.
-    Stall,
 }
 
 impl Reply {
@@ -140,15 +134,6 @@ fn answer(reply: &Reply, model: &str, n: usize) -> hyper::Response<http::Body> {
     }))];
     let item = match reply {
         Reply::Status(code) => return error_response(*code, &format!("scripted {code}")),
-        Reply::Failed(code) => {
-            let mut failed = response("failed", json!([]), Value::Null);
-            failed["error"] = json!({"code": code, "message": format!("scripted failure {code}")});
-            events.push(event(
-                json!({"type": "response.failed", "response": failed}),
-            ));
-            return http::sse(events, Ending::Finish);
-        }
-        Reply::Stall => return http::sse(events, Ending::Stall),
         Reply::Text(text) => json!({
             "type": "message", "id": format!("msg_{n}"), "role": "assistant", "status": "completed",
             "content": [{"type": "output_text", "text": text, "annotations": []}]
@@ -157,10 +142,6 @@ fn answer(reply: &Reply, model: &str, n: usize) -> hyper::Response<http::Body> {
             "type": "function_call", "id": format!("fc_{n}"), "call_id": format!("call_{n}"),
             "name": "exec_command", "arguments": json!({"cmd": cmd}).to_string(),
             "status": "completed"
-        }),
-        Reply::Function { name, arguments } => json!({
-            "type": "function_call", "id": format!("fc_{n}"), "call_id": format!("call_{n}"),
-            "name": name, "arguments": arguments.to_string(), "status": "completed"
         }),
     };
     let mut added = item.clone();

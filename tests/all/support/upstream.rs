@@ -158,10 +158,6 @@ impl Upstream {
         }
     }
 
-    pub fn address(&self) -> SocketAddr {
-        self.address
-    }
-
     pub fn port(&self) -> u16 {
         self.address.port()
     }
