@@ -656,7 +656,7 @@ async fn wasi_http_sends_only_with_the_http_grant() {
         .add_flag(&format!("http-driver=http:{address}"))
         .unwrap();
     let granted = runtime_in(
-        &std::env::temp_dir().join("agentgate-test-component-cache"),
+        &support::shared_component_cache(),
         vec![fixture_plugins()],
         grants,
     )

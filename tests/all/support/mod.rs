@@ -235,14 +235,19 @@ pub fn another_port(port: u16) -> u16 {
     }
 }
 
+/// The compiled-component cache the in-process runtimes of the tests share.
+pub fn shared_component_cache() -> PathBuf {
+    std::env::temp_dir().join("agentgate-test-component-cache")
+}
+
 /// An in-process runtime with the fixture plugins, `grants` and `limits`, its compiled
-/// components cached in one folder every such runtime shares.
+/// components in [`shared_component_cache`].
 pub async fn fixture_runtime(
     grants: agentgate::runtime::Grants,
     limits: agentgate::runtime::PluginLimits,
 ) -> std::sync::Arc<agentgate::runtime::Runtime> {
     agentgate::runtime::Runtime::new(agentgate::runtime::RuntimeConfig {
-        cache_dir: Some(std::env::temp_dir().join("agentgate-test-component-cache")),
+        cache_dir: Some(shared_component_cache()),
         plugin_dirs: vec![fixture_plugins()],
         grants,
         limits,
