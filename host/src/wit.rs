@@ -3,7 +3,7 @@
 //!
 //! A plugin published to a marketplace is compiled against one package version and must
 //! keep loading on later hosts. Each released version is frozen in `wit/frozen/<version>`
-//! (checked by `tests/wit_lines.rs`) and bound here from that folder, never from the
+//! (checked by `tests/all/wit_lines.rs`) and bound here from that folder, never from the
 //! development head `wit/`: what the host links for a line cannot drift when the head
 //! moves. [`SUPPORTED_LINES`] lists the lines; a component importing or exporting any
 //! other version of the package is refused at load by [`line_of`], naming them.

@@ -65,7 +65,7 @@ impl SandboxState {
     /// sandbox can write holds it. Created by the run when it has egress; removed with
     /// the state. Like the state, its host path shows in the sandbox's mount tables (a
     /// bind mount's source always does): a temporary folder with a random name, nothing
-    /// of `AGENTGATE_HOME` (tests/egress_bypass.rs checks both sandboxes).
+    /// of `AGENTGATE_HOME` (tests/all/egress_bypass.rs checks both sandboxes).
     pub fn egress_dir(&self) -> PathBuf {
         let mut name = self.path.as_os_str().to_owned();
         name.push("-egress");
