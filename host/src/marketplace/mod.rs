@@ -21,7 +21,6 @@ pub mod lockfile;
 pub mod oci;
 pub mod publish;
 pub mod revocation;
-pub mod settings;
 pub mod signature;
 pub mod trust;
 
@@ -30,7 +29,8 @@ use std::path::{Path, PathBuf};
 pub use install::{Installer, Outcome};
 pub use lockfile::{LockedPlugin, Lockfile};
 pub use oci::PluginRef;
-pub use settings::MarketSettings;
+/// The operator's bounds on the marketplace: a section of grants.yaml, read with it.
+pub use crate::runtime::grants::MarketSettings;
 
 /// Why a marketplace command refused or failed. Each refusal has its own variant (and
 /// message) so an operator, or a script, can tell a missing plugin from a registry

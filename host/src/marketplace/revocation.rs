@@ -29,7 +29,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::oci::{Registry, SignedArtifact};
-use super::settings::MarketSettings;
+use super::MarketSettings;
 use super::signature::{self, SigningKey};
 use super::trust::TrustStore;
 use super::{write_atomically, MarketError};

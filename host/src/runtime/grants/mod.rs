@@ -23,6 +23,7 @@
 
 mod builtin;
 mod imports;
+mod market;
 mod read;
 mod refusal;
 
@@ -38,6 +39,7 @@ use crate::home_path::absolute_host_path;
 
 pub use builtin::{base_url_variables, builtin_granted, kind_capabilities};
 pub use imports::{classify_import, classify_imports, Import, ImportKind, Imports};
+pub use market::MarketSettings;
 pub use refusal::{check, Refusal};
 
 /// One plugin's grant: a `plugins:` entry of grants.yaml, or what `--grant` items
@@ -121,7 +123,7 @@ pub struct Grants {
     pub egress: EgressGrants,
     /// `marketplace:`: bounds on what registries may make `plugins` commands do, and
     /// how fresh revocation lists must be.
-    pub marketplace: crate::marketplace::MarketSettings,
+    pub marketplace: MarketSettings,
     /// The scope entry each operator base URL stands for, by its variable (see
     /// [`Grants::set_base_url`]). Not read from the grants file.
     base_urls: BTreeMap<String, Value>,

@@ -6,6 +6,9 @@
 //! must be, as TUF's timestamp role: a list signed longer ago than
 //! `revocationsExpireAfter` is refused, so a registry (or a mirror) that keeps serving
 //! an old list cannot hide a newer revocation for longer than that.
+//!
+//! The section is read here, with the rest of the file, so that reading grants needs
+//! nothing of the marketplace; `crate::marketplace` re-exports [`MarketSettings`].
 
 use std::time::Duration;
 
