@@ -50,7 +50,10 @@ pub trait HostCapability: Sync {
     /// Reads its host-wide section (its keys already checked): the folders it names
     /// that belong to the top-level `mounts:` (an older spelling kept working), with
     /// the warning to print, or why it does not read.
-    fn read_host_section(&self, _section: &Value) -> Result<Option<(Vec<String>, String)>, String> {
+    fn read_host_section(
+        &self,
+        _section: &Value,
+    ) -> Result<Option<(Vec<String>, String)>, crate::capabilities::scope::EntryError> {
         Ok(None)
     }
     /// What it keeps for one run, made when the run's context is (`section`: its

@@ -26,11 +26,11 @@ pub mod trust;
 
 use std::path::{Path, PathBuf};
 
+/// The operator's bounds on the marketplace: a section of grants.yaml, read with it.
+pub use crate::runtime::grants::MarketSettings;
 pub use install::{Installer, Outcome};
 pub use lockfile::{LockedPlugin, Lockfile};
 pub use oci::PluginRef;
-/// The operator's bounds on the marketplace: a section of grants.yaml, read with it.
-pub use crate::runtime::grants::MarketSettings;
 
 /// Why a marketplace command refused or failed. Each refusal has its own variant (and
 /// message) so an operator, or a script, can tell a missing plugin from a registry

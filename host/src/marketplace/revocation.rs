@@ -29,9 +29,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::oci::{Registry, SignedArtifact};
-use super::MarketSettings;
 use super::signature::{self, SigningKey};
 use super::trust::TrustStore;
+use super::MarketSettings;
 use super::{write_atomically, MarketError};
 
 /// The type of a revocation list statement.

@@ -158,7 +158,10 @@ mod tests {
     #[test]
     fn missing_variable_is_named() {
         let error = interpolate("${NOPE}", &env).unwrap_err();
-        assert_eq!(error.to_string(), "environment variable \"NOPE\" is not set");
+        assert_eq!(
+            error.to_string(),
+            "environment variable \"NOPE\" is not set"
+        );
     }
 
     #[test]

@@ -43,7 +43,9 @@ pub(crate) const COST_PATTERN: &str = r"^\$?[0-9]+(\.[0-9]{1,2})?$";
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum QuantityError {
-    #[error("\"{0}\" is not a byte quantity; expected an integer with Ki, Mi, Gi or Ti (e.g. \"4Gi\")")]
+    #[error(
+        "\"{0}\" is not a byte quantity; expected an integer with Ki, Mi, Gi or Ti (e.g. \"4Gi\")"
+    )]
     NotBytes(String),
     #[error("\"{0}\" is out of range; expected 1 to 1024Ti")]
     BytesOutOfRange(String),
@@ -196,7 +198,10 @@ mod tests {
             "18446744073709551615s",
         ] {
             assert!(
-                parse_duration(bad).unwrap_err().to_string().contains("out of range"),
+                parse_duration(bad)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("out of range"),
                 "{bad}"
             );
         }
@@ -207,7 +212,10 @@ mod tests {
             "99999999999999999999999Ki",
         ] {
             assert!(
-                parse_bytes(bad).unwrap_err().to_string().contains("out of range"),
+                parse_bytes(bad)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("out of range"),
                 "{bad}"
             );
         }

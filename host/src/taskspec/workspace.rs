@@ -245,7 +245,10 @@ impl RawWorkspace {
 /// text, to become a [`super::SpecError`] at the mapping's path and line.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub(crate) enum WorkspaceError {
-    #[error("missing key \"source\"; expected {} or a plugin's source", source_names())]
+    #[error(
+        "missing key \"source\"; expected {} or a plugin's source",
+        source_names()
+    )]
     MissingSource,
     #[error("\"source\" is empty")]
     EmptySource,

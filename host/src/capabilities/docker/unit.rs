@@ -40,7 +40,10 @@ impl HostCapability for Docker {
     fn host_section_fields(&self) -> Option<&'static [&'static str]> {
         Some(HOST_SECTION_FIELDS)
     }
-    fn read_host_section(&self, section: &Value) -> Result<Option<(Vec<String>, String)>, String> {
+    fn read_host_section(
+        &self,
+        section: &Value,
+    ) -> Result<Option<(Vec<String>, String)>, crate::capabilities::scope::EntryError> {
         let grant = DockerGrant::read(section)?;
         if grant.mounts.is_empty() {
             return Ok(None);

@@ -46,7 +46,10 @@ impl HostCapability for Kubernetes {
     fn host_section_fields(&self) -> Option<&'static [&'static str]> {
         Some(HOST_SECTION_FIELDS)
     }
-    fn read_host_section(&self, section: &Value) -> Result<Option<(Vec<String>, String)>, String> {
+    fn read_host_section(
+        &self,
+        section: &Value,
+    ) -> Result<Option<(Vec<String>, String)>, crate::capabilities::scope::EntryError> {
         let grant = KubernetesGrant::read(section)?;
         remember_kubeconfigs(&grant);
         Ok(None)
