@@ -64,7 +64,10 @@ pub enum MarketError {
     BadSignature {
         reference: String,
         key_id: String,
-        reason: String,
+        /// A [`signature::SignatureError`], or why a signed revocation list is not the
+        /// one asked for.
+        #[source]
+        reason: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("refused what the registry sent as {what} of {reference}: {reason}")]
     Body {
