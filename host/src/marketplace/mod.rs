@@ -117,7 +117,13 @@ pub enum MarketError {
     #[error("{0}")]
     NoConsent(String),
     #[error("{path}: {reason}")]
-    File { path: String, reason: String },
+    File {
+        path: String,
+        /// What went wrong with the file (an I/O or format error, or a message that
+        /// says how to fix it).
+        #[source]
+        reason: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl MarketError {
@@ -126,10 +132,13 @@ impl MarketError {
         matches!(self, MarketError::Input(_) | MarketError::File { .. })
     }
 
-    pub(crate) fn file(path: &Path, reason: impl std::fmt::Display) -> MarketError {
+    pub(crate) fn file(
+        path: &Path,
+        reason: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> MarketError {
         MarketError::File {
             path: path.display().to_string(),
-            reason: reason.to_string(),
+            reason: reason.into(),
         }
     }
 }
