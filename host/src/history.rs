@@ -366,23 +366,29 @@ pub fn status_name(status: RunStatus) -> String {
         .unwrap_or_default()
 }
 
+/// Why a `result.json` is not read.
+#[derive(Debug, thiserror::Error)]
+enum ResultError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error(
+        "version {0} was written by a newer agentgate (this one reads up to {RESULT_VERSION})"
+    )]
+    Newer(u32),
+}
+
 /// Reads `result.json`, refusing one a newer agentgate wrote in a shape this one does
 /// not know.
-fn parse_result(text: &str) -> Result<RunResult, String> {
+fn parse_result(text: &str) -> Result<RunResult, ResultError> {
     #[derive(serde::Deserialize)]
     struct Version {
         version: u32,
     }
-    let version = serde_json::from_str::<Version>(text)
-        .map_err(|e| e.to_string())?
-        .version;
+    let version = serde_json::from_str::<Version>(text)?.version;
     if version > RESULT_VERSION {
-        return Err(format!(
-            "version {version} was written by a newer agentgate (this one reads up to \
-             {RESULT_VERSION})"
-        ));
+        return Err(ResultError::Newer(version));
     }
-    serde_json::from_str(text).map_err(|e| e.to_string())
+    Ok(serde_json::from_str(text)?)
 }
 
 #[cfg(test)]

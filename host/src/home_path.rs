@@ -5,19 +5,33 @@
 //! It lives here rather than in `taskspec` because the operator's files and the
 //! capabilities use it too, and none of them is a TaskSpec. The environment is passed
 //! in: a TaskSpec is parsed with the environment its caller chose (the same one its
-//! `${VAR}`s come from), and tests pass a fixed one. Errors are plain messages; each
-//! caller puts them in its own typed error, with the field or line they came from.
+//! `${VAR}`s come from), and tests pass a fixed one. A [`HomePathError`] says only what
+//! is wrong with the path; each caller puts it in its own typed error, with the field
+//! or line it came from.
 
 use std::path::PathBuf;
 
+/// A host path that cannot be used as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HomePathError {
+    #[error("cannot expand \"~\": HOME is not set")]
+    NoHome,
+    #[error("is not an absolute path: write one starting with / or ~/")]
+    NotAbsolute,
+}
+
 /// `~` or `~/…` → `$HOME`, `$HOME/…`; any other path (`~user/…` included) as written.
 /// Fails only when the path starts with `~` and `env` has no `HOME`.
-pub fn expand_home(path: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+pub fn expand_home(
+    path: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, HomePathError> {
     let rest = match path.strip_prefix('~') {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
         _ => return Ok(path.to_string()),
     };
-    let home = env("HOME").ok_or("cannot expand \"~\": HOME is not set")?;
+    let home = env("HOME").ok_or(HomePathError::NoHome)?;
     Ok(format!("{}{rest}", home.trim_end_matches('/')))
 }
 
@@ -26,12 +40,12 @@ pub fn expand_home(path: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<S
 pub fn absolute_host_path(
     path: &str,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, HomePathError> {
     let expanded = expand_home(path, env)?;
     if expanded.starts_with('/') {
         Ok(PathBuf::from(expanded))
     } else {
-        Err("is not an absolute path: write one starting with / or ~/".into())
+        Err(HomePathError::NotAbsolute)
     }
 }
 
@@ -62,7 +76,7 @@ mod tests {
             PathBuf::from("/srv")
         );
         let err = absolute_host_path("src", &env).unwrap_err();
-        assert!(err.contains("absolute"), "{err}");
+        assert!(err.to_string().contains("absolute"), "{err}");
         assert!(absolute_host_path("~/src", &|_| None).is_err());
     }
 }

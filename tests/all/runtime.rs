@@ -13,8 +13,8 @@ use crate::support;
 use crate::support::{fixture_plugins, fixture_runtime, shell_agent, task_spec};
 use agentgate::engine::{self, RunError, RunRequest};
 use agentgate::record::RunStatus;
-use agentgate::wit::types::PluginKind;
 use agentgate::runtime::{Grants, LoadStats, PluginLimits, PluginOrigin, Runtime, RuntimeConfig};
+use agentgate::wit::types::PluginKind;
 
 /// A runtime with its own cache under `cache` and the given plugin directories.
 async fn runtime_in(cache: &Path, plugin_dirs: Vec<PathBuf>, grants: Grants) -> Arc<Runtime> {

@@ -78,21 +78,59 @@ pub trait ScopeShape: Sync {
     /// The `--grant` items it takes, for messages (`docker:image=GLOB`).
     fn flag_keys(&self) -> &'static [&'static str];
     /// Adds the `--grant` item `CAP:rest` to `entry` (a mapping of its keys).
-    fn add_flag_item(&self, rest: &str, entry: &mut Value) -> Result<(), String>;
+    fn add_flag_item(&self, rest: &str, entry: &mut Value) -> Result<(), EntryError>;
     /// A key beside `capabilities` that is an older spelling of this entry (`hosts:`
     /// for `http: {hosts:}`): it is read into the entry, and names the capability.
     fn legacy_key(&self) -> Option<&'static str> {
         None
     }
     /// The entry a value of [`ScopeShape::legacy_key`] stands for, added to `entry`.
-    fn read_legacy(&self, _value: Value, _entry: &mut Value) -> Result<(), String> {
+    fn read_legacy(&self, _value: Value, _entry: &mut Value) -> Result<(), EntryError> {
         Ok(())
     }
     /// The entry that allows exactly what the URL `url` names (a built-in's base URL
     /// from the operator's environment), or why it cannot; `None`: a URL means
     /// nothing to this capability.
-    fn entry_of_url(&self, _url: &str) -> Option<Result<Value, String>> {
+    fn entry_of_url(&self, _url: &str) -> Option<Result<Value, EntryError>> {
         None
+    }
+}
+
+/// Something the operator wrote toward a scope entry that does not read: a `--grant`
+/// item, the value of an older key ([`ScopeShape::read_legacy`]), a base URL
+/// ([`ScopeShape::entry_of_url`]) or a capability's host-wide section.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EntryError {
+    #[error("{capability}:{key}={value}: expected true or false")]
+    NotBool {
+        capability: String,
+        key: String,
+        value: String,
+    },
+    #[error("{capability}:{key} needs a value: {capability}:{key}=VALUE")]
+    NeedsValue { capability: String, key: String },
+    #[error("{capability}:{key}: unknown scope key; expected one of {expected}")]
+    UnknownKey {
+        capability: String,
+        key: String,
+        /// Every capability's `--grant` keys, joined.
+        expected: String,
+    },
+    /// The value does not read as the entry's YAML.
+    #[error(transparent)]
+    Yaml(#[from] serde_yaml::Error),
+    #[error(transparent)]
+    Scope(#[from] ScopeError),
+    /// A capability's own reason (its host list, its section's rules).
+    #[error(transparent)]
+    Capability(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl EntryError {
+    /// A capability's own error.
+    pub fn capability(error: impl std::error::Error + Send + Sync + 'static) -> EntryError {
+        EntryError::Capability(Box::new(error))
     }
 }
 
@@ -171,8 +209,9 @@ impl Scopes {
 pub struct Compared {
     /// The form a pattern is compared in (images: Docker's normal form).
     pub normalize: fn(&str) -> String,
-    /// Refuses a pattern that cannot be one (a program that is not absolute).
-    pub check: fn(&str) -> Result<(), String>,
+    /// Refuses a pattern that cannot be one (a program that is not absolute), saying
+    /// why.
+    pub check: fn(&str) -> Result<(), &'static str>,
     pub case_insensitive: bool,
 }
 
@@ -234,13 +273,13 @@ impl Patterns {
         written
             .iter()
             .map(|w| {
-                let bad = |message: String| ScopeError::bad_pattern(key, w, message);
-                (compared.check)(w).map_err(bad)?;
+                let bad = |message: &dyn fmt::Display| ScopeError::bad_pattern(key, w, message);
+                (compared.check)(w).map_err(|why| bad(&why))?;
                 let glob = GlobBuilder::new(&(compared.normalize)(w))
                     .literal_separator(true)
                     .case_insensitive(compared.case_insensitive)
                     .build()
-                    .map_err(|e| bad(e.kind().to_string()))?;
+                    .map_err(|e| bad(e.kind()))?;
                 Ok(Pattern {
                     written: w.clone(),
                     matcher: glob.compile_matcher(),
@@ -301,15 +340,16 @@ impl<'a> FlagItem<'a> {
     }
 
     /// A boolean key: `KEY` (true) or `KEY=true|false`, set as `field` of `entry`.
-    pub fn set_bool(&self, entry: &mut Value, field: &str) -> Result<(), String> {
+    pub fn set_bool(&self, entry: &mut Value, field: &str) -> Result<(), EntryError> {
         let value = match self.value {
             None | Some("true") => true,
             Some("false") => false,
             Some(other) => {
-                return Err(format!(
-                    "{}:{}={other}: expected true or false",
-                    self.capability, self.key
-                ))
+                return Err(EntryError::NotBool {
+                    capability: self.capability.to_string(),
+                    key: self.key.to_string(),
+                    value: other.to_string(),
+                })
             }
         };
         mapping(entry).insert(field.into(), Value::Bool(value));
@@ -317,13 +357,14 @@ impl<'a> FlagItem<'a> {
     }
 
     /// A list key: `KEY=VALUE` adds `VALUE` to the list `field` of `entry`.
-    pub fn push(&self, entry: &mut Value, field: &str) -> Result<(), String> {
-        let value = self.value.filter(|v| !v.is_empty()).ok_or_else(|| {
-            format!(
-                "{0}:{1} needs a value: {0}:{1}=VALUE",
-                self.capability, self.key
-            )
-        })?;
+    pub fn push(&self, entry: &mut Value, field: &str) -> Result<(), EntryError> {
+        let value = self
+            .value
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| EntryError::NeedsValue {
+                capability: self.capability.to_string(),
+                key: self.key.to_string(),
+            })?;
         let list = mapping(entry)
             .entry(field.into())
             .or_insert_with(|| Value::Sequence(Vec::new()));
@@ -333,18 +374,18 @@ impl<'a> FlagItem<'a> {
         Ok(())
     }
 
-    /// The message for a key the capability does not take: every capability's keys.
-    pub fn unknown(&self) -> String {
+    /// The error for a key the capability does not take: it lists every capability's
+    /// keys.
+    pub fn unknown(&self) -> EntryError {
         let keys: Vec<&str> = crate::capabilities::Capability::all()
             .filter_map(|c| c.unit().scope())
             .flat_map(|shape| shape.flag_keys().iter().copied())
             .collect();
-        format!(
-            "{}:{}: unknown scope key; expected one of {}",
-            self.capability,
-            self.key,
-            keys.join(", ")
-        )
+        EntryError::UnknownKey {
+            capability: self.capability.to_string(),
+            key: self.key.to_string(),
+            expected: keys.join(", "),
+        }
     }
 }
 

@@ -438,7 +438,7 @@ impl GitBaseline {
                         repo.blob(&content)?;
                     }
                 }
-                Err(error) => seen.error = Some(error),
+                Err(error) => seen.error = Some(error.to_string()),
             }
         }
         Ok(Some(GitBaseline {
@@ -554,9 +554,9 @@ impl GitBaseline {
                 for (seen, after) in [(&change.was, false), (&change.is, true)] {
                     let Some(seen) = seen else { continue };
                     if !matches!(seen.kind, EntryKind::File | EntryKind::Symlink) {
-                        return Err("it is not a file or a symlink".to_string());
+                        return Err(LeftOut::NotFileOrSymlink);
                     }
-                    let mode = seen.git_mode().ok_or("it could not be read")?;
+                    let mode = seen.git_mode().ok_or(LeftOut::Unreadable)?;
                     let content = if seen.kind == EntryKind::Symlink {
                         seen.target.clone()
                     } else if after {
@@ -567,10 +567,10 @@ impl GitBaseline {
                     // Masked before it is stored: a binary patch of it cannot carry
                     // a secret that the text masking of `changes.patch` would miss.
                     let masked = redactor.apply_bytes(&content);
-                    let oid = self.repo.blob(&masked).map_err(|e| e.to_string())?;
+                    let oid = self.repo.blob(&masked)?;
                     sides.push((after, oid, mode));
                 }
-                Ok::<_, String>(())
+                Ok::<_, LeftOut>(())
             })();
             match result {
                 Ok(()) => {
@@ -585,7 +585,7 @@ impl GitBaseline {
                 }
                 Err(reason) => omitted.push(OmittedFile {
                     path: crate::escape::name(&change.path),
-                    reason,
+                    reason: reason.to_string(),
                 }),
             }
         }
@@ -620,17 +620,46 @@ impl GitBaseline {
         odb: &git2::Odb<'_>,
         seen: &Seen,
         total: &mut u64,
-    ) -> Result<Vec<u8>, String> {
-        let oid = seen
-            .oid
-            .ok_or("its content before the run was not read (an ignored or too large file)")?;
-        let (size, _) = odb
-            .read_header(oid)
-            .map_err(|_| "its content before the run was not kept".to_string())?;
+    ) -> Result<Vec<u8>, LeftOut> {
+        let oid = seen.oid.ok_or(LeftOut::NotRead)?;
+        let (size, _) = odb.read_header(oid).map_err(|_| LeftOut::NotKept)?;
         take_share(size as u64, total)?;
-        let object = odb.read(oid).map_err(|e| e.to_string())?;
+        let object = odb.read(oid)?;
         Ok(object.data().to_vec())
     }
+}
+
+/// Why a file's content was not read, or is left out of `changes.patch`: kept as the
+/// file's reason in the change set (text, in `result.json`).
+#[derive(Debug, thiserror::Error)]
+enum LeftOut {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Git(#[from] git2::Error),
+    /// What the tree walk's reading said.
+    #[error(transparent)]
+    Walk(#[from] tree_walk::Unread),
+    #[error(transparent)]
+    Open(#[from] crate::beneath::OpenError),
+    #[error("it was replaced while the workspace was being read")]
+    Replaced,
+    #[error("it changed while it was being read")]
+    ChangedWhileRead,
+    #[error("it could not be read")]
+    Unreadable,
+    #[error("it is not a file or a symlink")]
+    NotFileOrSymlink,
+    #[error("its content before the run was not read (an ignored or too large file)")]
+    NotRead,
+    #[error("its content before the run was not kept")]
+    NotKept,
+    #[error(
+        "it holds {0} bytes, more than the {PATCH_FILE_BYTES} a file may put in changes.patch"
+    )]
+    FileTooLarge(u64),
+    #[error("changes.patch reached its cap of {PATCH_TOTAL_BYTES} bytes of content")]
+    PatchFull,
 }
 
 /// One changed entry, before it is sorted into the lists.
@@ -712,7 +741,8 @@ fn compare(
                         is.binary = Some(file.binary);
                     }
                     Err(error) => {
-                        let mut unreadable = found(ChangeKind::Unreadable, &is, Some(error));
+                        let mut unreadable =
+                            found(ChangeKind::Unreadable, &is, Some(error.to_string()));
                         unreadable.is = Some(is);
                         return Some(unreadable);
                     }
@@ -744,7 +774,7 @@ fn read_file(
     stamp: &Stamp,
     budget: &mut Budget,
     keep: bool,
-) -> Result<ReadFile, String> {
+) -> Result<ReadFile, LeftOut> {
     let mut file = open_listed(root, path, stamp)?;
     let size = stamp.size();
     let mut hasher = Sha1::new();
@@ -764,9 +794,9 @@ fn read_file(
         }
     })?;
     if read != size {
-        return Err("it changed while it was being read".into());
+        return Err(LeftOut::ChangedWhileRead);
     }
-    let oid = Oid::from_bytes(&hasher.finalize()).map_err(|e| e.to_string())?;
+    let oid = Oid::from_bytes(&hasher.finalize())?;
     Ok(ReadFile {
         oid,
         binary: probe.contains(&0),
@@ -775,8 +805,8 @@ fn read_file(
 }
 
 /// The content of a file after the run, for the patch.
-fn read_content(root: &Dir, path: &[u8], seen: &Seen, total: &mut u64) -> Result<Vec<u8>, String> {
-    let stamp = seen.stat.ok_or("it could not be read")?;
+fn read_content(root: &Dir, path: &[u8], seen: &Seen, total: &mut u64) -> Result<Vec<u8>, LeftOut> {
+    let stamp = seen.stat.ok_or(LeftOut::Unreadable)?;
     take_share(stamp.size(), total)?;
     let mut budget = Budget {
         bytes: stamp.size(),
@@ -787,16 +817,12 @@ fn read_content(root: &Dir, path: &[u8], seen: &Seen, total: &mut u64) -> Result
 }
 
 /// Counts `size` bytes against the patch's caps, or says which cap leaves it out.
-fn take_share(size: u64, total: &mut u64) -> Result<(), String> {
+fn take_share(size: u64, total: &mut u64) -> Result<(), LeftOut> {
     if size > PATCH_FILE_BYTES {
-        return Err(format!(
-            "it holds {size} bytes, more than the {PATCH_FILE_BYTES} a file may put in changes.patch"
-        ));
+        return Err(LeftOut::FileTooLarge(size));
     }
     if *total + size > PATCH_TOTAL_BYTES {
-        return Err(format!(
-            "changes.patch reached its cap of {PATCH_TOTAL_BYTES} bytes of content"
-        ));
+        return Err(LeftOut::PatchFull);
     }
     *total += size;
     Ok(())
@@ -815,7 +841,7 @@ fn probe(root: &Dir, path: &[u8], seen: &mut Seen, budget: &Budget) {
     let read = open_listed(root, path, &stamp).and_then(|file| {
         file.take(BINARY_PROBE as u64)
             .read_to_end(&mut first)
-            .map_err(|e| e.to_string())
+            .map_err(LeftOut::from)
     });
     if read.is_ok() {
         seen.binary = Some(first.contains(&0));
@@ -823,11 +849,11 @@ fn probe(root: &Dir, path: &[u8], seen: &mut Seen, budget: &Budget) {
 }
 
 /// Opens the file at `path` if it is still the one the walk found.
-fn open_listed(root: &Dir, path: &[u8], stamp: &Stamp) -> Result<std::fs::File, String> {
-    let fd = tree_walk::open_beneath(root, path, OFlags::empty()).map_err(|e| e.to_string())?;
-    let opened = rustix::fs::fstat(&fd).map_err(tree_walk::describe)?;
+fn open_listed(root: &Dir, path: &[u8], stamp: &Stamp) -> Result<std::fs::File, LeftOut> {
+    let fd = tree_walk::open_beneath(root, path, OFlags::empty())?;
+    let opened = rustix::fs::fstat(&fd).map_err(std::io::Error::from)?;
     if tree_walk::identity(&opened) != stamp.key.id() {
-        return Err("it was replaced while the workspace was being read".into());
+        return Err(LeftOut::Replaced);
     }
     Ok(std::fs::File::from(fd))
 }

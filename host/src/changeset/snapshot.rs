@@ -234,7 +234,9 @@ impl Walk<'_> {
         let kind = kind_of(FileType::from_raw_mode(stat.st_mode as _));
         let key = StatKey::of(&stat);
         let content = match kind {
-            EntryKind::File => self.hash(dir, name, path, &stat, key),
+            EntryKind::File => self
+                .hash(dir, name, path, &stat, key)
+                .map_err(|e| e.to_string()),
             EntryKind::Symlink => tree_walk::read_link(dir, name)
                 .map(Content::Symlink)
                 .map_err(|e| e.to_string()),
@@ -264,7 +266,7 @@ impl Walk<'_> {
         path: &[u8],
         stat: &Stat,
         key: StatKey,
-    ) -> Result<Content, String> {
+    ) -> Result<Content, tree_walk::Unread> {
         if let Some(before) = self.before {
             let was = before.0.get(path);
             let same_size = was

@@ -79,13 +79,6 @@ pub(super) enum Unread {
     Grew,
 }
 
-/// The reason as the change set records it, beside the entry.
-impl From<Unread> for String {
-    fn from(unread: Unread) -> String {
-        unread.to_string()
-    }
-}
-
 impl From<std::io::Error> for Unread {
     fn from(error: std::io::Error) -> Self {
         Unread::Open(error.into())
@@ -205,11 +198,6 @@ impl Budget {
             sink(&buffer[..n]);
         }
     }
-}
-
-/// An errno as the change set records it: the OS's words.
-pub(super) fn describe(errno: rustix::io::Errno) -> String {
-    std::io::Error::from(errno).to_string()
 }
 
 #[cfg(test)]

@@ -82,13 +82,28 @@ pub enum ProxyError {
     SocketFolder {
         folder: PathBuf,
         uid: u32,
-        problem: String,
+        #[source]
+        problem: FolderProblem,
     },
     #[error("cannot listen on {path}: {source}")]
     Listen {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// What is wrong with the proxy's socket folder.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FolderProblem {
+    #[error("{0}")]
+    Unreadable(#[from] std::io::Error),
+    #[error("not a folder")]
+    NotAFolder,
+    #[error("owned by uid {0}")]
+    Owner(u32),
+    #[error("its mode is {0:o}")]
+    Mode(u32),
 }
 
 /// A running egress proxy. Dropping it without [`Proxy::stop`] stops it too (its tasks
@@ -186,20 +201,20 @@ fn check_socket_folder(socket_path: &Path) -> Result<(), ProxyError> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let problem = |problem: String| ProxyError::SocketFolder {
+    let problem = |problem: FolderProblem| ProxyError::SocketFolder {
         folder: folder.to_path_buf(),
         uid,
         problem,
     };
-    let meta = std::fs::symlink_metadata(folder).map_err(|e| problem(e.to_string()))?;
+    let meta = std::fs::symlink_metadata(folder).map_err(|e| problem(e.into()))?;
     if !meta.is_dir() {
-        return Err(problem("not a folder".into()));
+        return Err(problem(FolderProblem::NotAFolder));
     }
     if meta.uid() != uid {
-        return Err(problem(format!("owned by uid {}", meta.uid())));
+        return Err(problem(FolderProblem::Owner(meta.uid())));
     }
     if meta.mode() & 0o077 != 0 {
-        return Err(problem(format!("its mode is {:o}", meta.mode() & 0o777)));
+        return Err(problem(FolderProblem::Mode(meta.mode() & 0o777)));
     }
     Ok(())
 }

@@ -22,14 +22,26 @@ pub struct Resolver {
     inner: Arc<TokioResolver>,
 }
 
+/// What hickory reports, kept as the source of a [`ResolverError`].
+type Cause = Box<dyn std::error::Error + Send + Sync>;
+
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ResolverError {
     #[error("cannot read the system's resolver configuration: {0}")]
-    SystemConfig(String),
+    SystemConfig(#[source] Cause),
     #[error("cannot build the resolver: {0}")]
-    Build(String),
-    #[error("`{name}` did not resolve: {message}")]
-    Lookup { name: String, message: String },
+    Build(#[source] Cause),
+    #[error("`{name}` did not resolve: {source}")]
+    Lookup {
+        name: String,
+        #[source]
+        source: Cause,
+    },
+    #[error("`{name}` did not resolve: no answer in time")]
+    TimedOut { name: String },
+    #[error("`{name}` did not resolve: no address")]
+    NoAddress { name: String },
 }
 
 /// How long one lookup may take, all attempts included.
@@ -38,12 +50,12 @@ const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 impl Resolver {
     /// The host's resolver configuration (`/etc/resolv.conf`, `/etc/hosts`).
     pub fn system() -> Result<Resolver, ResolverError> {
-        let mut builder = TokioResolver::builder_tokio()
-            .map_err(|e| ResolverError::SystemConfig(e.to_string()))?;
+        let mut builder =
+            TokioResolver::builder_tokio().map_err(|e| ResolverError::SystemConfig(e.into()))?;
         builder.options_mut().timeout = Duration::from_secs(2);
         let inner = builder
             .build()
-            .map_err(|e| ResolverError::Build(e.to_string()))?;
+            .map_err(|e| ResolverError::Build(e.into()))?;
         Ok(Resolver {
             inner: Arc::new(inner),
         })
@@ -70,7 +82,7 @@ impl Resolver {
         )
         .with_options(options)
         .build()
-        .map_err(|e| ResolverError::Build(e.to_string()))?;
+        .map_err(|e| ResolverError::Build(e.into()))?;
         Ok(Resolver {
             inner: Arc::new(inner),
         })
@@ -79,17 +91,20 @@ impl Resolver {
     /// The addresses of `name` (a validated DNS name without a trailing dot).
     pub async fn resolve(&self, name: &str) -> Result<Vec<IpAddr>, ResolverError> {
         let fqdn = format!("{name}.");
-        let failed = |message: String| ResolverError::Lookup {
-            name: name.to_string(),
-            message,
+        let name = name.to_string();
+        let lookup = match tokio::time::timeout(LOOKUP_TIMEOUT, self.inner.lookup_ip(fqdn)).await {
+            Err(_) => return Err(ResolverError::TimedOut { name }),
+            Ok(Err(e)) => {
+                return Err(ResolverError::Lookup {
+                    name,
+                    source: e.into(),
+                })
+            }
+            Ok(Ok(lookup)) => lookup,
         };
-        let lookup = tokio::time::timeout(LOOKUP_TIMEOUT, self.inner.lookup_ip(fqdn))
-            .await
-            .map_err(|_| failed("no answer in time".into()))?
-            .map_err(|e| failed(e.to_string()))?;
         let addresses: Vec<IpAddr> = lookup.iter().map(|ip| ip.to_canonical()).collect();
         if addresses.is_empty() {
-            return Err(failed("no address".into()));
+            return Err(ResolverError::NoAddress { name });
         }
         Ok(addresses)
     }

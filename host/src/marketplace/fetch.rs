@@ -300,9 +300,10 @@ impl Fetcher {
             return Err(bad(format!("it answered {}", response.status())));
         }
         let mut body = Vec::new();
+        // A registry's reason is one line of text (see `MarketError`).
         read_bounded(response, TOKEN_BYTES, &mut body)
             .await
-            .map_err(bad)?;
+            .map_err(|e| bad(e.to_string()))?;
         #[derive(serde::Deserialize)]
         struct Token {
             token: Option<String>,
@@ -348,30 +349,37 @@ impl Fetcher {
     }
 }
 
+/// Why a bounded answer was not read whole.
+#[derive(Debug, thiserror::Error)]
+enum BoundedReadError {
+    #[error("it sent nothing for {}", humantime::format_duration(IDLE_TIMEOUT))]
+    Idle,
+    /// Shown with its causes on one line, as every registry reason is.
+    #[error("{}", error_chain(.0))]
+    Transport(#[source] reqwest::Error),
+    #[error("its answer is larger than {0} bytes")]
+    TooLarge(u64),
+}
+
 /// Reads at most `max` bytes of `response` into `out` (error answers, tokens), within
 /// the idle bound.
 async fn read_bounded(
     mut response: reqwest::Response,
     max: u64,
     out: &mut Vec<u8>,
-) -> Result<(), String> {
+) -> Result<(), BoundedReadError> {
     loop {
         let chunk = tokio::time::timeout(IDLE_TIMEOUT, response.chunk())
             .await
-            .map_err(|_| {
-                format!(
-                    "it sent nothing for {}",
-                    humantime::format_duration(IDLE_TIMEOUT)
-                )
-            })?
-            .map_err(|e| error_chain(&e))?;
+            .map_err(|_| BoundedReadError::Idle)?
+            .map_err(BoundedReadError::Transport)?;
         let Some(chunk) = chunk else {
             return Ok(());
         };
         let room = (max as usize).saturating_sub(out.len());
         if chunk.len() > room {
             out.extend_from_slice(&chunk[..room]);
-            return Err(format!("its answer is larger than {max} bytes"));
+            return Err(BoundedReadError::TooLarge(max));
         }
         out.extend_from_slice(&chunk);
     }

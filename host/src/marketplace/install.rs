@@ -346,7 +346,7 @@ impl Installer {
             MarketError::BadSignature {
                 reference: reference.to_string(),
                 key_id: "(unreadable)".into(),
-                reason,
+                reason: reason.into(),
             }
         })?;
         let key = self
@@ -369,7 +369,7 @@ impl Installer {
             |reason| MarketError::BadSignature {
                 reference: reference.to_string(),
                 key_id: key_id.clone(),
-                reason,
+                reason: reason.into(),
             },
         )?;
         let mismatch = |reason: String| MarketError::StatementMismatch {

@@ -21,16 +21,16 @@ pub mod lockfile;
 pub mod oci;
 pub mod publish;
 pub mod revocation;
-pub mod settings;
 pub mod signature;
 pub mod trust;
 
 use std::path::{Path, PathBuf};
 
+/// The operator's bounds on the marketplace: a section of grants.yaml, read with it.
+pub use crate::runtime::grants::MarketSettings;
 pub use install::{Installer, Outcome};
 pub use lockfile::{LockedPlugin, Lockfile};
 pub use oci::PluginRef;
-pub use settings::MarketSettings;
 
 /// Why a marketplace command refused or failed. Each refusal has its own variant (and
 /// message) so an operator, or a script, can tell a missing plugin from a registry
@@ -64,7 +64,10 @@ pub enum MarketError {
     BadSignature {
         reference: String,
         key_id: String,
-        reason: String,
+        /// A [`signature::SignatureError`], or why a signed revocation list is not the
+        /// one asked for.
+        #[source]
+        reason: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("refused what the registry sent as {what} of {reference}: {reason}")]
     Body {
@@ -114,7 +117,13 @@ pub enum MarketError {
     #[error("{0}")]
     NoConsent(String),
     #[error("{path}: {reason}")]
-    File { path: String, reason: String },
+    File {
+        path: String,
+        /// What went wrong with the file (an I/O or format error, or a message that
+        /// says how to fix it).
+        #[source]
+        reason: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl MarketError {
@@ -123,10 +132,13 @@ impl MarketError {
         matches!(self, MarketError::Input(_) | MarketError::File { .. })
     }
 
-    pub(crate) fn file(path: &Path, reason: impl std::fmt::Display) -> MarketError {
+    pub(crate) fn file(
+        path: &Path,
+        reason: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> MarketError {
         MarketError::File {
             path: path.display().to_string(),
-            reason: reason.to_string(),
+            reason: reason.into(),
         }
     }
 }

@@ -29,9 +29,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::oci::{Registry, SignedArtifact};
-use super::settings::MarketSettings;
 use super::signature::{self, SigningKey};
 use super::trust::TrustStore;
+use super::MarketSettings;
 use super::{write_atomically, MarketError};
 
 /// The type of a revocation list statement.
@@ -48,13 +48,33 @@ pub enum Stale {
     BadTime {
         sequence: u64,
         text: String,
-        reason: String,
+        #[source]
+        reason: humantime::TimestampError,
     },
     #[error("list #{sequence} was signed {age} ago, longer ago than marketplace.revocationsExpireAfter ({allowed}) allows; an old list could hide a newer revocation. Its publisher re-signs it with `agentgate plugins renew-revocations`")]
     TooOld {
         sequence: u64,
         age: String,
         allowed: String,
+    },
+}
+
+/// Why a fetched revocation list is not relied on.
+#[derive(Debug, thiserror::Error)]
+enum ListError {
+    #[error(transparent)]
+    Key(#[from] Box<MarketError>),
+    #[error(transparent)]
+    Signature(#[from] signature::SignatureError),
+    #[error("it is not a revocation list: {0}")]
+    NotAList(#[source] serde_json::Error),
+    #[error("it is a {kind} for {scope} by key {key}, not a revocation list for {asked_scope} by key {asked_key}")]
+    Another {
+        kind: String,
+        scope: String,
+        key: String,
+        asked_scope: String,
+        asked_key: String,
     },
 }
 
@@ -112,7 +132,7 @@ impl RevocationList {
         let at = humantime::parse_rfc3339(text).map_err(|e| Stale::BadTime {
             sequence: self.sequence,
             text: text.to_string(),
-            reason: e.to_string(),
+            reason: e,
         })?;
         // A time ahead of this host's clock counts as now.
         let age = SystemTime::now().duration_since(at).unwrap_or_default();
@@ -131,16 +151,19 @@ impl RevocationList {
         artifact: &SignedArtifact,
         scope: &str,
         key: &super::trust::TrustedKey,
-    ) -> Result<RevocationList, String> {
-        let public = key.public_key().map_err(|e| e.to_string())?;
+    ) -> Result<RevocationList, ListError> {
+        let public = key.public_key().map_err(Box::new)?;
         signature::verify(&public, &artifact.statement, &artifact.signature)?;
-        let list: RevocationList = serde_json::from_slice(&artifact.statement)
-            .map_err(|e| format!("it is not a revocation list: {e}"))?;
+        let list: RevocationList =
+            serde_json::from_slice(&artifact.statement).map_err(ListError::NotAList)?;
         if list.kind != REVOCATIONS_STATEMENT || list.scope != scope || list.key != key.id {
-            return Err(format!(
-                "it is a {} for {} by key {}, not a revocation list for {scope} by key {}",
-                list.kind, list.scope, list.key, key.id
-            ));
+            return Err(ListError::Another {
+                kind: list.kind,
+                scope: list.scope,
+                key: list.key,
+                asked_scope: scope.to_string(),
+                asked_key: key.id.clone(),
+            });
         }
         Ok(list)
     }
@@ -325,7 +348,7 @@ impl RevocationCache {
                     |reason| MarketError::BadSignature {
                         reference: format!("the revocation list of {scope} by key {}", key.id),
                         key_id: key.id.clone(),
-                        reason,
+                        reason: reason.into(),
                     },
                 )?),
             };
@@ -396,7 +419,7 @@ async fn publish_list(
                 |reason| MarketError::BadSignature {
                     reference: format!("the revocation list of {scope} by key {id}"),
                     key_id: id.clone(),
-                    reason,
+                    reason: reason.into(),
                 },
             )?;
             serde_json::from_slice(&artifact.statement).map_err(|e| MarketError::Registry {

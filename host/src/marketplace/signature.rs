@@ -142,19 +142,27 @@ fn keynum_id(keynum: &[u8]) -> String {
     format!("{:016X}", u64::from_le_bytes(bytes))
 }
 
+/// Why a signature is refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SignatureError {
+    #[error("not a minisign signature: {0}")]
+    Unreadable(#[source] minisign::PError),
+    #[error("{0}")]
+    DoesNotVerify(#[source] minisign::PError),
+}
+
 /// The id of the key that made `signature` (not yet verified).
-pub fn signer_of(signature: &str) -> Result<String, String> {
-    let signature = SignatureBox::from_string(signature)
-        .map_err(|e| format!("not a minisign signature: {e}"))?;
+pub fn signer_of(signature: &str) -> Result<String, SignatureError> {
+    let signature = SignatureBox::from_string(signature).map_err(SignatureError::Unreadable)?;
     Ok(keynum_id(signature.keynum()))
 }
 
 /// Checks that `key` signed `statement`.
-pub fn verify(key: &PublicKey, statement: &[u8], signature: &str) -> Result<(), String> {
-    let signature = SignatureBox::from_string(signature)
-        .map_err(|e| format!("not a minisign signature: {e}"))?;
+pub fn verify(key: &PublicKey, statement: &[u8], signature: &str) -> Result<(), SignatureError> {
+    let signature = SignatureBox::from_string(signature).map_err(SignatureError::Unreadable)?;
     minisign::verify(key, &signature, Cursor::new(statement), true, false, false)
-        .map_err(|e| e.to_string())
+        .map_err(SignatureError::DoesNotVerify)
 }
 
 #[cfg(test)]

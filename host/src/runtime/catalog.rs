@@ -164,6 +164,67 @@ fn broken_text(broken: &[BrokenPlugin]) -> String {
     )
 }
 
+/// Why a plugin file is kept as broken (its [`BrokenPlugin::reason`]).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DiscoverError {
+    #[error("cannot read it: {0}")]
+    Unreadable(#[source] std::io::Error),
+    #[error(
+        "its bytes ({digest}) are not the ones plugins.lock holds ({locked}); \
+         run `agentgate plugins verify`, then install it again"
+    )]
+    NotLocked { digest: String, locked: String },
+    #[error("its description vanished from the cache; run the command again")]
+    Vanished,
+    /// Why it could not be described, as the description cache keeps it: text, since
+    /// the cache outlives the process that failed.
+    #[error("{0}")]
+    Undescribed(String),
+    #[error("unknown plugin kind {0:?} in its description")]
+    UnknownKind(String),
+    #[error("its embedded description is not valid: {0}")]
+    BadEmbedded(#[source] serde_json::Error),
+    /// The marketplace refused the installed file (revoked, altered).
+    #[error("{digest}: {reason}")]
+    Refused { digest: String, reason: String },
+}
+
+/// Why a component cannot be described; the description cache keeps its text (see
+/// [`Described::Broken`]).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DescribeError {
+    #[error(transparent)]
+    Contract(#[from] crate::wit::LineError),
+    #[error("cannot link it: {0}")]
+    Link(#[source] super::loader::WasmtimeError),
+    #[error(transparent)]
+    Call(#[from] PluginError),
+    #[error(
+        "it exports none of the plugin worlds (source, provider, driver) of agentgate:plugin@0.1"
+    )]
+    NoWorld,
+    #[error("it exports more than one plugin world; a plugin implements exactly one")]
+    ManyWorlds,
+    #[error("describe() returned {0} bytes of text; the limit is {MAX_DESCRIBE_BYTES}")]
+    TooLarge(usize),
+    #[error("describe() returned an invalid name {0:?} (lowercase letters, digits and '-')")]
+    BadName(String),
+    #[error("plugin {name} describes itself as {described:?} but implements {implements:?}")]
+    WrongKind {
+        name: String,
+        described: PluginKind,
+        implements: PluginKind,
+    },
+    #[error("plugin {name} serves no {field} value")]
+    ServesNothing { name: String, field: &'static str },
+    #[error("plugin {name}'s options schema is not JSON: {source}")]
+    BadSchema {
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 pub struct Catalog {
     /// In priority order: later directories, then earlier ones, then built-ins.
     plugins: Vec<LoadedPlugin>,
@@ -197,7 +258,7 @@ impl Catalog {
             let name = builtin.crate_name;
             let described = serde_json::from_str(builtin.description)
                 .map(Described::Plugin)
-                .map_err(|e| format!("its embedded description is not valid: {e}"));
+                .map_err(DiscoverError::BadEmbedded);
             let plugin = match described {
                 Ok(described) => {
                     let digest = format!("sha256:{}", builtin.sha256);
@@ -211,12 +272,18 @@ impl Catalog {
         for plugin in installed {
             let origin = PluginOrigin::File(plugin.path.clone());
             let loaded = match &plugin.refused {
-                Some(reason) => Err(format!("{}: {reason}", plugin.digest)),
+                Some(reason) => Err(DiscoverError::Refused {
+                    digest: plugin.digest.clone(),
+                    reason: reason.clone(),
+                }),
                 None => discover_file(loader, grants, &plugin.path, Some(&plugin.digest)).await,
             };
             match loaded {
                 Ok(plugin) => catalog.insert(plugin),
-                Err(reason) => catalog.broken.push(BrokenPlugin { origin, reason }),
+                Err(reason) => catalog.broken.push(BrokenPlugin {
+                    origin,
+                    reason: reason.to_string(),
+                }),
             }
         }
         for dir in plugin_dirs {
@@ -224,7 +291,10 @@ impl Catalog {
                 let origin = PluginOrigin::File(path.clone());
                 match discover_file(loader, grants, &path, None).await {
                     Ok(plugin) => catalog.insert(plugin),
-                    Err(reason) => catalog.broken.push(BrokenPlugin { origin, reason }),
+                    Err(reason) => catalog.broken.push(BrokenPlugin {
+                        origin,
+                        reason: reason.to_string(),
+                    }),
                 }
             }
         }
@@ -318,7 +388,7 @@ fn description(info: &PluginInfo, imports: Vec<String>) -> Description {
     }
 }
 
-fn info_of(description: &Description) -> Result<PluginInfo, String> {
+fn info_of(description: &Description) -> Result<PluginInfo, DiscoverError> {
     let kind = [
         PluginKind::WorkspaceSource,
         PluginKind::SandboxProvider,
@@ -326,12 +396,7 @@ fn info_of(description: &Description) -> Result<PluginInfo, String> {
     ]
     .into_iter()
     .find(|k| kind_name(*k) == description.kind)
-    .ok_or_else(|| {
-        format!(
-            "unknown plugin kind {:?} in its description",
-            description.kind
-        )
-    })?;
+    .ok_or_else(|| DiscoverError::UnknownKind(description.kind.clone()))?;
     Ok(PluginInfo {
         name: description.name.clone(),
         version: description.version.clone(),
@@ -357,7 +422,7 @@ async fn discover_file(
     grants: &Grants,
     path: &Path,
     locked: Option<&str>,
-) -> Result<LoadedPlugin, String> {
+) -> Result<LoadedPlugin, DiscoverError> {
     let label = path.file_name().map_or_else(
         || path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
@@ -371,15 +436,15 @@ async fn discover_file(
         Some(digest) => (digest, None),
         None => {
             let (digest, bytes) =
-                read_and_remember(loader, path).map_err(|e| format!("cannot read it: {e}"))?;
+                read_and_remember(loader, path).map_err(DiscoverError::Unreadable)?;
             (digest, Some(Cow::Owned(bytes)))
         }
     };
     if let Some(locked) = locked.filter(|locked| *locked != digest) {
-        return Err(format!(
-            "its bytes ({digest}) are not the ones plugins.lock holds ({locked}); \
-             run `agentgate plugins verify`, then install it again"
-        ));
+        return Err(DiscoverError::NotLocked {
+            digest,
+            locked: locked.to_string(),
+        });
     }
     let wasm = Wasm::File(path.to_path_buf());
     discover(loader, grants, wasm, digest, bytes, &label).await
@@ -410,13 +475,11 @@ async fn discover(
     digest: String,
     bytes: Option<Cow<'static, [u8]>>,
     label: &str,
-) -> Result<LoadedPlugin, String> {
+) -> Result<LoadedPlugin, DiscoverError> {
     let (described, component) = match (loader.cached_description(&digest), bytes) {
         (Some(described), _) => (described, None),
         (None, Some(bytes)) => loader.describe_now(&digest, bytes, label).await,
-        (None, None) => {
-            return Err("its description vanished from the cache; run the command again".into())
-        }
+        (None, None) => return Err(DiscoverError::Vanished),
     };
     entry(grants, wasm, digest, described, component)
 }
@@ -428,10 +491,10 @@ fn entry(
     digest: String,
     described: Described,
     component: Option<Component>,
-) -> Result<LoadedPlugin, String> {
+) -> Result<LoadedPlugin, DiscoverError> {
     let description = match described {
         Described::Plugin(description) => description,
-        Described::Broken(reason) => return Err(reason),
+        Described::Broken(reason) => return Err(DiscoverError::Undescribed(reason)),
     };
     let info = info_of(&description)?;
     let origin = match &wasm {
@@ -478,7 +541,7 @@ pub(crate) async fn describe_component(
             .map(String::as_str)
             .chain(exports.iter().copied()),
     )
-    .map_err(|e| DescribeFailure::Lasting(e.to_string()))?;
+    .map_err(|e| DescribeFailure::Lasting(e.into()))?;
     let kind = world_of(exports.into_iter()).map_err(DescribeFailure::Lasting)?;
     let classified = grants::classify_imports(imports.iter().map(String::as_str));
     let info = if classified.unknown().is_empty() {
@@ -489,12 +552,12 @@ pub(crate) async fn describe_component(
         let mut linker = loader.linker().clone();
         linker
             .define_unknown_imports_as_traps(component)
-            .map_err(|e| DescribeFailure::Lasting(format!("cannot link it: {e:#}")))?;
+            .map_err(|e| DescribeFailure::Lasting(DescribeError::Link(e.into())))?;
         loader.describe(&linker, component, kind, label).await
     }
     .map_err(|e| match e {
-        PluginError::Deadline { .. } => DescribeFailure::Passing(e.to_string()),
-        e => DescribeFailure::Lasting(e.to_string()),
+        PluginError::Deadline { .. } => DescribeFailure::Passing(e.into()),
+        e => DescribeFailure::Lasting(e.into()),
     })?;
     check_info(&info, kind).map_err(DescribeFailure::Lasting)?;
     Ok(description(&info, imports))
@@ -503,13 +566,13 @@ pub(crate) async fn describe_component(
 /// Why a component could not be described.
 pub(crate) enum DescribeFailure {
     /// The same bytes will fail the same way: cached.
-    Lasting(String),
+    Lasting(DescribeError),
     /// It may work next time (a deadline on a busy machine): not cached.
-    Passing(String),
+    Passing(DescribeError),
 }
 
 /// Which plugin world a component implements, from its exports.
-fn world_of<'a>(exports: impl Iterator<Item = &'a str>) -> Result<PluginKind, String> {
+fn world_of<'a>(exports: impl Iterator<Item = &'a str>) -> Result<PluginKind, DescribeError> {
     let mut kinds = Vec::new();
     for name in exports {
         match name.split('@').next().unwrap_or(name) {
@@ -521,8 +584,8 @@ fn world_of<'a>(exports: impl Iterator<Item = &'a str>) -> Result<PluginKind, St
     }
     match kinds.as_slice() {
         [kind] => Ok(*kind),
-        [] => Err("it exports none of the plugin worlds (source, provider, driver) of agentgate:plugin@0.1".into()),
-        _ => Err("it exports more than one plugin world; a plugin implements exactly one".into()),
+        [] => Err(DescribeError::NoWorld),
+        _ => Err(DescribeError::ManyWorlds),
     }
 }
 
@@ -530,7 +593,7 @@ fn world_of<'a>(exports: impl Iterator<Item = &'a str>) -> Result<PluginKind, St
 /// kept for every plugin, cached, and shown by `plugins list`.
 const MAX_DESCRIBE_BYTES: usize = 1 << 20;
 
-fn check_info(info: &PluginInfo, kind: PluginKind) -> Result<(), String> {
+fn check_info(info: &PluginInfo, kind: PluginKind) -> Result<(), DescribeError> {
     let text_bytes = [&info.name, &info.version, &info.summary]
         .into_iter()
         .chain(&info.serves)
@@ -539,9 +602,7 @@ fn check_info(info: &PluginInfo, kind: PluginKind) -> Result<(), String> {
         .sum::<usize>();
     if text_bytes > MAX_DESCRIBE_BYTES {
         // Not even the name is shown: it may be the giant part.
-        return Err(format!(
-            "describe() returned {text_bytes} bytes of text; the limit is {MAX_DESCRIBE_BYTES}"
-        ));
+        return Err(DescribeError::TooLarge(text_bytes));
     }
     let valid_name = !info.name.is_empty()
         && info.name.len() <= 64
@@ -550,27 +611,28 @@ fn check_info(info: &PluginInfo, kind: PluginKind) -> Result<(), String> {
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     if !valid_name {
-        return Err(format!(
-            "describe() returned an invalid name {:?} (lowercase letters, digits and '-')",
-            info.name
-        ));
+        return Err(DescribeError::BadName(info.name.clone()));
     }
     if info.kind != kind {
-        return Err(format!(
-            "plugin {} describes itself as {:?} but implements {:?}",
-            info.name, info.kind, kind
-        ));
+        return Err(DescribeError::WrongKind {
+            name: info.name.clone(),
+            described: info.kind,
+            implements: kind,
+        });
     }
     if info.serves.is_empty() {
-        return Err(format!(
-            "plugin {} serves no {} value",
-            info.name,
-            selector_field(kind)
-        ));
+        return Err(DescribeError::ServesNothing {
+            name: info.name.clone(),
+            field: selector_field(kind),
+        });
     }
     if let Some(schema) = &info.options_schema {
-        serde_json::from_str::<serde_json::Value>(schema)
-            .map_err(|e| format!("plugin {}'s options schema is not JSON: {e}", info.name))?;
+        serde_json::from_str::<serde_json::Value>(schema).map_err(|source| {
+            DescribeError::BadSchema {
+                name: info.name.clone(),
+                source,
+            }
+        })?;
     }
     Ok(())
 }
@@ -589,7 +651,9 @@ mod tests {
             summary: String::new(),
             options_schema: None,
         };
-        let error = check_info(&info, PluginKind::AgentDriver).unwrap_err();
+        let error = check_info(&info, PluginKind::AgentDriver)
+            .unwrap_err()
+            .to_string();
         assert!(error.starts_with("describe() returned"), "{error}");
         assert!(error.len() < 200, "{error}");
     }

@@ -24,6 +24,50 @@ use crate::wit::types::{PluginInfo, PluginKind};
 const DESCRIPTION_FORMAT: &str = "d1";
 
 /// Sees components being compiled, e.g. to show progress.
+/// Why a component did not compile.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CompileError {
+    #[error("the compiler failed: {0}")]
+    Panicked(#[source] tokio::task::JoinError),
+    #[error(transparent)]
+    Rejected(WasmtimeError),
+}
+
+/// An error of wasmtime (its own, or an `anyhow::Error` of the compile cache), kept with its chain: shown as its
+/// messages joined by `: ` (as `{:#}` shows them), its causes its `source()`.
+#[derive(Debug)]
+pub(crate) struct WasmtimeError(Box<dyn std::error::Error + Send + Sync>);
+
+impl From<anyhow::Error> for WasmtimeError {
+    fn from(error: anyhow::Error) -> WasmtimeError {
+        WasmtimeError(error.into())
+    }
+}
+
+impl From<wasmtime::Error> for WasmtimeError {
+    fn from(error: wasmtime::Error) -> WasmtimeError {
+        WasmtimeError(error.into())
+    }
+}
+
+impl std::fmt::Display for WasmtimeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(error) = cause {
+            write!(f, ": {error}")?;
+            cause = error.source();
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for WasmtimeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
 pub trait LoadObserver: Send + Sync {
     /// `label` (a file name or a built-in's name) of `bytes` bytes is being compiled:
     /// it was not in the compile cache.
@@ -148,6 +192,7 @@ impl Loader {
         let component = match self.compile(label, digest, bytes).await {
             Ok(component) => component,
             Err(reason) => {
+                // Kept as text: the cache outlives this process.
                 let described = Described::Broken(format!("not a valid component: {reason}"));
                 self.store_description(digest, &described);
                 return (described, None);
@@ -157,9 +202,9 @@ impl Loader {
         let described = match catalog::describe_component(self, &component, label).await {
             Ok(description) => Described::Plugin(description),
             Err(DescribeFailure::Passing(reason)) => {
-                return (Described::Broken(reason), Some(component))
+                return (Described::Broken(reason.to_string()), Some(component))
             }
-            Err(DescribeFailure::Lasting(reason)) => Described::Broken(reason),
+            Err(DescribeFailure::Lasting(reason)) => Described::Broken(reason.to_string()),
         };
         self.store_description(digest, &described);
         (described, Some(component))
@@ -191,7 +236,7 @@ impl Loader {
         label: &str,
         digest: &str,
         bytes: Cow<'static, [u8]>,
-    ) -> Result<Component, String> {
+    ) -> Result<Component, CompileError> {
         let engine = self.engine.clone();
         let cache = self.cache.clone();
         let observer = self.observer.clone();
@@ -221,8 +266,8 @@ impl Loader {
         });
         let (component, how) = task
             .await
-            .map_err(|e| format!("the compiler failed: {e}"))?
-            .map_err(|e| format!("{e:#}"))?;
+            .map_err(CompileError::Panicked)?
+            .map_err(|e| CompileError::Rejected(e.into()))?;
         let counter = match how {
             Compiled::Now => &self.counters.compiled,
             Compiled::FromCache => &self.counters.from_cache,
@@ -267,7 +312,7 @@ impl Loader {
                 };
                 self.compile(plugin.name(), plugin.digest(), bytes)
                     .await
-                    .map_err(not_loaded)
+                    .map_err(|e| not_loaded(e.to_string()))
             })
             .await
     }

@@ -84,10 +84,10 @@ impl Document {
             }
         };
         for (index, mount) in spec.execution.sandbox.mounts.iter_mut().enumerate() {
-            mount.source = expand_home(&mount.source, env).map_err(|message| {
+            mount.source = expand_home(&mount.source, env).map_err(|error| {
                 SpecError::new(
                     format!("{execution_path}.sandbox.mounts[{index}].source"),
-                    message,
+                    error.to_string(),
                 )
             })?;
         }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
-use super::units;
+use super::units::{self, QuantityError};
 
 pub(crate) const API_VERSION: &str = "agentgate.io/v1";
 pub(crate) const KIND: &str = "TaskSpec";
@@ -46,13 +46,51 @@ impl fmt::Display for Scalar<'_> {
     }
 }
 
+/// Why a scalar field's value is refused. serde carries it on as text (its errors are
+/// strings), and [`super::SpecError`] adds the field's path and line.
+#[derive(Debug, thiserror::Error)]
+enum FieldError {
+    #[error("{value} is not {what}; expected a quoted string")]
+    NotText { value: String, what: &'static str },
+    #[error("{value} is out of range; expected {min} to {max}")]
+    OutOfRange {
+        value: String,
+        min: String,
+        max: String,
+    },
+    #[error("{0} is not an integer")]
+    NotInteger(String),
+    #[error("{value} is not supported; expected \"{expected}\"")]
+    Unsupported {
+        value: String,
+        expected: &'static str,
+    },
+    #[error("{value} has {length} characters; expected {min} to {max}")]
+    Length {
+        value: String,
+        length: usize,
+        min: usize,
+        max: usize,
+    },
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    #[error("{0} is not a number of cores; expected a number such as 2 or 0.5")]
+    NotCores(String),
+    #[error("{0} is not a number")]
+    NotNumber(String),
+    #[error("{0} is not an absolute path; expected a path starting with /")]
+    NotAbsolute(String),
+    #[error(transparent)]
+    Quantity(#[from] QuantityError),
+}
+
 /// Visits one scalar and hands it to `check`, whose error message becomes the field's error.
 struct Checked<F> {
     expecting: &'static str,
     check: F,
 }
 
-impl<'de, T, F: FnOnce(Scalar) -> Result<T, String>> Visitor<'de> for Checked<F> {
+impl<'de, T, F: FnOnce(Scalar) -> Result<T, FieldError>> Visitor<'de> for Checked<F> {
     type Value = T;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -83,49 +121,63 @@ impl<'de, T, F: FnOnce(Scalar) -> Result<T, String>> Visitor<'de> for Checked<F>
 fn checked<'de, D: Deserializer<'de>, T>(
     deserializer: D,
     expecting: &'static str,
-    check: impl FnOnce(Scalar) -> Result<T, String>,
+    check: impl FnOnce(Scalar) -> Result<T, FieldError>,
 ) -> Result<T, D::Error> {
     deserializer.deserialize_any(Checked { expecting, check })
 }
 
-fn text<'a>(value: &Scalar<'a>, what: &str) -> Result<&'a str, String> {
+fn text<'a>(value: &Scalar<'a>, what: &'static str) -> Result<&'a str, FieldError> {
     match *value {
         Scalar::Str(text) => Ok(text),
-        _ => Err(format!("{value} is not {what}; expected a quoted string")),
+        _ => Err(FieldError::NotText {
+            value: value.to_string(),
+            what,
+        }),
     }
 }
 
-fn integer_in(value: Scalar, min: u64, max: u64) -> Result<u64, String> {
+fn integer_in(value: Scalar, min: u64, max: u64) -> Result<u64, FieldError> {
     match value {
         Scalar::Int(n) if (i128::from(min)..=i128::from(max)).contains(&n) => Ok(n as u64),
-        Scalar::Int(_) => Err(format!("{value} is out of range; expected {min} to {max}")),
-        _ => Err(format!("{value} is not an integer")),
+        Scalar::Int(_) => Err(FieldError::OutOfRange {
+            value: value.to_string(),
+            min: min.to_string(),
+            max: max.to_string(),
+        }),
+        _ => Err(FieldError::NotInteger(value.to_string())),
     }
 }
 
 pub(crate) fn api_version<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     checked(d, "an API version", |value| match value {
         Scalar::Str(API_VERSION) => Ok(Some(API_VERSION.to_string())),
-        _ => Err(format!(
-            "{value} is not supported; expected \"{API_VERSION}\""
-        )),
+        _ => Err(FieldError::Unsupported {
+            value: value.to_string(),
+            expected: API_VERSION,
+        }),
     })
 }
 
 pub(crate) fn kind<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     checked(d, "a kind", |value| match value {
         Scalar::Str(KIND) => Ok(Some(KIND.to_string())),
-        _ => Err(format!("{value} is not supported; expected \"{KIND}\"")),
+        _ => Err(FieldError::Unsupported {
+            value: value.to_string(),
+            expected: KIND,
+        }),
     })
 }
 
-fn string_of_length(value: Scalar, min: usize, max: usize) -> Result<String, String> {
+fn string_of_length(value: Scalar, min: usize, max: usize) -> Result<String, FieldError> {
     let text = text(&value, "a name")?;
     let length = text.chars().count();
     if !(min..=max).contains(&length) {
-        return Err(format!(
-            "{value} has {length} characters; expected {min} to {max}"
-        ));
+        return Err(FieldError::Length {
+            value: value.to_string(),
+            length,
+            min,
+            max,
+        });
     }
     Ok(text.to_string())
 }
@@ -140,7 +192,7 @@ pub(crate) fn namespace<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String
 
 pub(crate) fn prompt<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     checked(d, "a prompt", |value| match text(&value, "a prompt")? {
-        blank if blank.trim().is_empty() => Err("the prompt is empty".to_string()),
+        blank if blank.trim().is_empty() => Err(FieldError::EmptyPrompt),
         prompt => Ok(prompt.to_string()),
     })
 }
@@ -171,8 +223,8 @@ pub(crate) fn depth<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::E
 
 pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     checked(d, "a duration", |value| match value {
-        Scalar::Str(text) => units::parse_duration(text),
-        _ => units::parse_duration(&value.to_string()),
+        Scalar::Str(text) => Ok(units::parse_duration(text)?),
+        _ => Ok(units::parse_duration(&value.to_string())?),
     })
 }
 
@@ -182,26 +234,24 @@ pub(crate) fn duration_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Dur
 
 pub(crate) fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     checked(d, "a byte quantity", |value| match value {
-        Scalar::Str(text) => units::parse_bytes(text),
-        _ => units::parse_bytes(&value.to_string()),
+        Scalar::Str(text) => Ok(units::parse_bytes(text)?),
+        _ => Ok(units::parse_bytes(&value.to_string())?),
     })
     .map(Some)
 }
 
 pub(crate) fn cpu<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
     checked(d, "a number of cores", |value| match value.as_f64() {
-        Some(cores) => units::cpu_millicores(cores),
-        None => Err(format!(
-            "{value} is not a number of cores; expected a number such as 2 or 0.5"
-        )),
+        Some(cores) => Ok(units::cpu_millicores(cores)?),
+        None => Err(FieldError::NotCores(value.to_string())),
     })
     .map(Some)
 }
 
 pub(crate) fn cost<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     checked(d, "an amount of money", |value| match value {
-        Scalar::Str(text) => units::parse_cost(text),
-        _ => units::parse_cost(&value.to_string()),
+        Scalar::Str(text) => Ok(units::parse_cost(text)?),
+        _ => Ok(units::parse_cost(&value.to_string())?),
     })
     .map(Some)
 }
@@ -209,8 +259,12 @@ pub(crate) fn cost<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Er
 pub(crate) fn temperature<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     checked(d, "a temperature", |value| match value.as_f64() {
         Some(t) if (0.0..=2.0).contains(&t) => Ok(Some(t)),
-        Some(_) => Err(format!("{value} is out of range; expected 0 to 2")),
-        None => Err(format!("{value} is not a number")),
+        Some(_) => Err(FieldError::OutOfRange {
+            value: value.to_string(),
+            min: "0".into(),
+            max: "2".into(),
+        }),
+        None => Err(FieldError::NotNumber(value.to_string())),
     })
 }
 
@@ -219,9 +273,7 @@ pub(crate) fn absolute_path<'de, D: Deserializer<'de>>(d: D) -> Result<String, D
     checked(d, "an absolute path", |value| {
         match text(&value, "a path")? {
             path if path.starts_with('/') => Ok(path.to_string()),
-            _ => Err(format!(
-                "{value} is not an absolute path; expected a path starting with /"
-            )),
+            _ => Err(FieldError::NotAbsolute(value.to_string())),
         }
     })
 }
@@ -283,12 +335,14 @@ pub(crate) fn converted<'de, D, Raw, T>(
 where
     D: Deserializer<'de>,
     Raw: Deserialize<'de>,
-    T: TryFrom<Raw, Error = String>,
+    T: TryFrom<Raw>,
+    T::Error: fmt::Display,
 {
     struct Converted<Raw, T>(PhantomData<(Raw, T)>);
 
-    impl<'de, Raw: Deserialize<'de>, T: TryFrom<Raw, Error = String>> Visitor<'de>
-        for Converted<Raw, T>
+    impl<'de, Raw: Deserialize<'de>, T: TryFrom<Raw>> Visitor<'de> for Converted<Raw, T>
+    where
+        T::Error: fmt::Display,
     {
         type Value = T;
 
@@ -312,33 +366,33 @@ mod tests {
     fn run<'a, T>(
         yaml: &'a str,
         f: impl FnOnce(serde_yaml::Deserializer<'a>) -> Result<T, serde_yaml::Error>,
-    ) -> Result<T, String> {
-        f(serde_yaml::Deserializer::from_str(yaml)).map_err(|e| e.to_string())
+    ) -> Result<T, serde_yaml::Error> {
+        f(serde_yaml::Deserializer::from_str(yaml))
     }
 
     #[test]
     fn unit_fields_accept_yaml_numbers() {
-        assert_eq!(run("1000", bytes), Ok(Some(1000)));
-        assert_eq!(run("0.5", cpu), Ok(Some(500)));
-        assert_eq!(run("2", cpu), Ok(Some(2000)));
-        assert_eq!(run("5", cost), Ok(Some(5.0)));
+        assert_eq!(run("1000", bytes).unwrap(), Some(1000));
+        assert_eq!(run("0.5", cpu).unwrap(), Some(500));
+        assert_eq!(run("2", cpu).unwrap(), Some(2000));
+        assert_eq!(run("5", cost).unwrap(), Some(5.0));
         assert!(run("10", duration).is_err());
     }
 
     #[test]
     fn ranges_are_named() {
-        let error = run("3", temperature).unwrap_err();
+        let error = run("3", temperature).unwrap_err().to_string();
         assert!(
             error.starts_with("3 is out of range; expected 0 to 2"),
             "{error}"
         );
-        let error = run("0", max_iterations).unwrap_err();
+        let error = run("0", max_iterations).unwrap_err().to_string();
         assert!(
             error.starts_with("0 is out of range; expected 1 to 10000"),
             "{error}"
         );
         assert!(run("0", tokens).is_err());
-        let error = run("18446744073709551615", tokens).unwrap_err();
+        let error = run("18446744073709551615", tokens).unwrap_err().to_string();
         assert!(
             error.starts_with("18446744073709551615 is out of range; expected 1 to 1000000000"),
             "{error}"

@@ -8,10 +8,26 @@
 use std::borrow::Cow;
 use std::cell::Cell;
 
-use super::limits::{self, MAX_INTERPOLATED_BYTES};
+use super::limits::{self, InterpolatedTooMuch, ValueTooLarge, MAX_INTERPOLATED_BYTES};
 
 /// Looks up an environment variable by name.
 pub type Env<'e> = &'e dyn Fn(&str) -> Option<String>;
+
+/// Why a `${NAME}` could not be substituted. serde carries it on as text, to become a
+/// [`super::SpecError`] at the string's path and line.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum InterpolateError {
+    #[error("environment variable \"{0}\" is not set")]
+    Unset(String),
+    #[error("unterminated \"${{\"; write \"$${{\" for a literal \"${{\"")]
+    Unterminated,
+    #[error("\"${{{0}}}\" is not a variable reference; a name is letters, digits and _")]
+    NotAReference(String),
+    #[error(transparent)]
+    ValueTooLarge(#[from] ValueTooLarge),
+    #[error(transparent)]
+    TooMuch(#[from] InterpolatedTooMuch),
+}
 
 /// Substitutes `${NAME}`s for one document, counting what it inserts.
 pub(crate) struct Interpolator<'e> {
@@ -30,18 +46,20 @@ impl<'e> Interpolator<'e> {
     /// Replaces every `${NAME}` in `text` with the variable's value; `$${` stands for a literal
     /// `${`. A `$` followed by anything else is kept as it is. Values are inserted verbatim and
     /// are not scanned again.
-    pub(crate) fn interpolate<'a>(&self, text: &'a str) -> Result<Cow<'a, str>, String> {
+    pub(crate) fn interpolate<'a>(&self, text: &'a str) -> Result<Cow<'a, str>, InterpolateError> {
         interpolate(text, &|name| self.lookup(name))
     }
 
     /// A variable's value, refused when it or the document's running total is over its cap.
-    fn lookup(&self, name: &str) -> Result<String, String> {
-        let value = (self.env)(name)
-            .ok_or_else(|| format!("environment variable \"{name}\" is not set"))?;
+    fn lookup(&self, name: &str) -> Result<String, InterpolateError> {
+        let value = (self.env)(name).ok_or_else(|| InterpolateError::Unset(name.to_string()))?;
         limits::check_value(name, &value)?;
         let inserted = self.inserted.get().saturating_add(value.len());
         if inserted > MAX_INTERPOLATED_BYTES {
-            return Err(limits::interpolated_too_much(name));
+            return Err(InterpolatedTooMuch {
+                name: name.to_string(),
+            }
+            .into());
         }
         self.inserted.set(inserted);
         Ok(value)
@@ -50,8 +68,8 @@ impl<'e> Interpolator<'e> {
 
 fn interpolate<'a>(
     text: &'a str,
-    lookup: &dyn Fn(&str) -> Result<String, String>,
-) -> Result<Cow<'a, str>, String> {
+    lookup: &dyn Fn(&str) -> Result<String, InterpolateError>,
+) -> Result<Cow<'a, str>, InterpolateError> {
     if !text.contains("${") {
         return Ok(Cow::Borrowed(text));
     }
@@ -64,14 +82,10 @@ fn interpolate<'a>(
             out.push_str("${");
             rest = tail;
         } else if let Some(tail) = after.strip_prefix('{') {
-            let end = tail.find('}').ok_or_else(|| {
-                "unterminated \"${\"; write \"$${\" for a literal \"${\"".to_string()
-            })?;
+            let end = tail.find('}').ok_or(InterpolateError::Unterminated)?;
             let name = &tail[..end];
             if !is_variable_name(name) {
-                return Err(format!(
-                    "\"${{{name}}}\" is not a variable reference; a name is letters, digits and _"
-                ));
+                return Err(InterpolateError::NotAReference(name.to_string()));
             }
             out.push_str(&lookup(name)?);
             rest = &tail[end + 1..];
@@ -106,7 +120,7 @@ mod tests {
         }
     }
 
-    fn interpolate<'a>(text: &'a str, env: Env) -> Result<Cow<'a, str>, String> {
+    fn interpolate<'a>(text: &'a str, env: Env) -> Result<Cow<'a, str>, InterpolateError> {
         Interpolator::new(env).interpolate(text)
     }
 
@@ -144,7 +158,10 @@ mod tests {
     #[test]
     fn missing_variable_is_named() {
         let error = interpolate("${NOPE}", &env).unwrap_err();
-        assert_eq!(error, "environment variable \"NOPE\" is not set");
+        assert_eq!(
+            error.to_string(),
+            "environment variable \"NOPE\" is not set"
+        );
     }
 
     #[test]
@@ -156,7 +173,7 @@ mod tests {
 
     #[test]
     fn a_value_over_the_cap_is_refused() {
-        let error = interpolate("${BIG}", &env).unwrap_err();
+        let error = interpolate("${BIG}", &env).unwrap_err().to_string();
         assert!(
             error.contains("\"BIG\"") && error.contains("65536"),
             "{error}"
@@ -170,7 +187,7 @@ mod tests {
         for _ in 0..fits {
             interpolator.interpolate("${HALF}").unwrap();
         }
-        let error = interpolator.interpolate("${HALF}").unwrap_err();
+        let error = interpolator.interpolate("${HALF}").unwrap_err().to_string();
         assert!(error.contains("1048576"), "{error}");
     }
 }

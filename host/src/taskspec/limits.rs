@@ -102,30 +102,44 @@ fn too_large(size: Option<usize>) -> SpecError {
     )
 }
 
-/// Checks one value a `${VAR}` inserts; the message names the variable.
-pub(crate) fn check_value(name: &str, value: &str) -> Result<(), String> {
+/// A value a `${VAR}` would insert is over `MAX_VALUE_BYTES`; the message names the
+/// variable, and carries its hint as serde carries it (see [`super::error::with_hint`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", super::error::with_hint(
+    format_args!(
+        "environment variable \"{name}\" is {bytes} bytes; a ${{VAR}} value may be at most \
+         {MAX_VALUE_BYTES} bytes (64 KiB)"
+    ),
+    "pass large data through a file (a mount or the workspace) rather than ${VAR}",
+))]
+pub(crate) struct ValueTooLarge {
+    name: String,
+    bytes: usize,
+}
+
+/// Checks one value a `${VAR}` inserts.
+pub(crate) fn check_value(name: &str, value: &str) -> Result<(), ValueTooLarge> {
     if value.len() > MAX_VALUE_BYTES {
-        return Err(super::error::with_hint(
-            format_args!(
-                "environment variable \"{name}\" is {} bytes; a ${{VAR}} value may be at most \
-                 {MAX_VALUE_BYTES} bytes (64 KiB)",
-                value.len()
-            ),
-            "pass large data through a file (a mount or the workspace) rather than ${VAR}",
-        ));
+        return Err(ValueTooLarge {
+            name: name.to_string(),
+            bytes: value.len(),
+        });
     }
     Ok(())
 }
 
-/// The message when the substitutions of one document together exceed `MAX_INTERPOLATED_BYTES`.
-pub(crate) fn interpolated_too_much(name: &str) -> String {
-    super::error::with_hint(
-        format_args!(
-            "substituting \"${{{name}}}\" takes the values inserted by ${{VAR}}s in this document \
-             over {MAX_INTERPOLATED_BYTES} bytes (1 MiB)"
-        ),
-        "refer to large or repeated data by path instead of through ${VAR}",
-    )
+/// The substitutions of one document together exceed `MAX_INTERPOLATED_BYTES`, at
+/// variable `name`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", super::error::with_hint(
+    format_args!(
+        "substituting \"${{{name}}}\" takes the values inserted by ${{VAR}}s in this document \
+         over {MAX_INTERPOLATED_BYTES} bytes (1 MiB)"
+    ),
+    "refer to large or repeated data by path instead of through ${VAR}",
+))]
+pub(crate) struct InterpolatedTooMuch {
+    pub(crate) name: String,
 }
 
 /// Refuses a document nested deeper than `MAX_DEPTH`, in one linear pass over the text.
@@ -766,7 +780,9 @@ mod tests {
     #[test]
     fn values_over_the_cap_name_the_variable() {
         assert!(check_value("SMALL", "x").is_ok());
-        let error = check_value("BIG", &"x".repeat(MAX_VALUE_BYTES + 1)).unwrap_err();
+        let error = check_value("BIG", &"x".repeat(MAX_VALUE_BYTES + 1))
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("\"BIG\"") && error.contains("65536"),
             "{error}"

@@ -38,7 +38,8 @@ pub use model::*;
 pub use options::validate_options;
 pub use schema::json_schema;
 pub use units::{
-    format_duration, parse_bytes, parse_duration, MAX_BYTES, MAX_COST_USD, MAX_DURATION, MAX_TOKENS,
+    format_duration, parse_bytes, parse_duration, QuantityError, MAX_BYTES, MAX_COST_USD,
+    MAX_DURATION, MAX_TOKENS,
 };
 pub use workspace::*;
 

@@ -374,11 +374,11 @@ mod tests {
         tags: BTreeMap<String, String>,
     }
 
-    fn read<T: for<'de> Deserialize<'de>>(yaml: &str) -> Result<T, String> {
+    fn read<T: for<'de> Deserialize<'de>>(yaml: &str) -> Result<T, serde_yaml::Error> {
         let env = |name: &str| (name == "X").then(|| "from-env".to_string());
         let de = serde_yaml::Deserializer::from_str(yaml);
         let interpolator = Interpolator::new(&env);
-        T::deserialize(Strict::new(de, &interpolator)).map_err(|e| e.to_string())
+        T::deserialize(Strict::new(de, &interpolator))
     }
 
     #[test]
@@ -390,7 +390,7 @@ mod tests {
 
     #[test]
     fn rejects_unknown_struct_keys_with_line() {
-        let error = read::<Point>("x: a\ny: b\n").unwrap_err();
+        let error = read::<Point>("x: a\ny: b\n").unwrap_err().to_string();
         assert!(error.contains("unknown key \"y\""), "{error}");
         assert!(error.contains("line 2"), "{error}");
     }

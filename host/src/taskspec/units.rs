@@ -2,7 +2,7 @@
 //!
 //! The reference system kept these as strings and never converted them; here each is parsed
 //! once, strictly, into the number the host enforces (millicores, bytes, a `Duration`, USD).
-//! Each parser returns the message a person sees when the value is wrong, and bounds its value,
+//! Each parser returns a [`QuantityError`] whose message a person sees when the value is wrong, and bounds its value,
 //! so that no quantity a document names can overflow the arithmetic that later uses it
 //! (`Instant + timeout`, a cgroup limit, a cost sum).
 
@@ -38,50 +38,62 @@ pub(crate) const BYTES_PATTERN: &str = "^[0-9]+(Ki|Mi|Gi|Ti)?$";
 pub(crate) const DURATION_PATTERN: &str = "^[0-9]+[smhd]$";
 pub(crate) const COST_PATTERN: &str = r"^\$?[0-9]+(\.[0-9]{1,2})?$";
 
+/// A quantity that does not parse or is out of its range; the message names the text
+/// written and what is expected.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum QuantityError {
+    #[error(
+        "\"{0}\" is not a byte quantity; expected an integer with Ki, Mi, Gi or Ti (e.g. \"4Gi\")"
+    )]
+    NotBytes(String),
+    #[error("\"{0}\" is out of range; expected 1 to 1024Ti")]
+    BytesOutOfRange(String),
+    #[error("\"{0}\" is not a duration; expected an integer with s, m, h or d (e.g. \"30m\")")]
+    NotDuration(String),
+    #[error("\"{0}\" is out of range; expected 1s to {max}", max = format_duration(MAX_DURATION))]
+    DurationOutOfRange(String),
+    #[error("{0} cores is out of range; expected 0.1 to {MAX_CORES}")]
+    CoresOutOfRange(f64),
+    #[error("\"{0}\" is not an amount of money; expected US dollars such as \"$5.00\"")]
+    NotMoney(String),
+    #[error("\"{0}\" is zero; a cost limit must be more than $0")]
+    ZeroCost(String),
+    #[error("\"{0}\" is out of range; expected $0.01 to ${MAX_COST_USD}")]
+    CostOutOfRange(String),
+}
+
 /// `"4Gi"` → 4 × 2³⁰. Plain digits are bytes. From 1 byte to `MAX_BYTES`.
-pub fn parse_bytes(text: &str) -> Result<u64, String> {
+pub fn parse_bytes(text: &str) -> Result<u64, QuantityError> {
     let (digits, multiplier) = BYTE_SUFFIXES
         .iter()
         .find_map(|(suffix, multiplier)| Some((text.strip_suffix(suffix)?, *multiplier)))
         .unwrap_or((text, 1));
     if !is_digits(digits) {
-        return Err(format!(
-            "\"{text}\" is not a byte quantity; \
-             expected an integer with Ki, Mi, Gi or Ti (e.g. \"4Gi\")"
-        ));
+        return Err(QuantityError::NotBytes(text.to_string()));
     }
     let bytes = digits
         .parse::<u64>()
         .ok()
         .and_then(|count| count.checked_mul(multiplier))
         .filter(|bytes| (1..=MAX_BYTES).contains(bytes))
-        .ok_or_else(|| format!("\"{text}\" is out of range; expected 1 to 1024Ti"))?;
+        .ok_or_else(|| QuantityError::BytesOutOfRange(text.to_string()))?;
     Ok(bytes)
 }
 
 /// `"30m"` → 30 minutes. A unit is required; from 1s to `MAX_DURATION`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, QuantityError> {
     let (digits, scale) = DURATION_UNITS
         .iter()
         .find_map(|(unit, scale)| Some((text.strip_suffix(unit)?, *scale)))
         .filter(|(digits, _)| is_digits(digits))
-        .ok_or_else(|| {
-            format!(
-                "\"{text}\" is not a duration; \
-                 expected an integer with s, m, h or d (e.g. \"30m\")"
-            )
-        })?;
+        .ok_or_else(|| QuantityError::NotDuration(text.to_string()))?;
     let seconds = digits
         .parse::<u64>()
         .ok()
         .and_then(|count| count.checked_mul(scale))
         .filter(|seconds| (1..=MAX_DURATION.as_secs()).contains(seconds))
-        .ok_or_else(|| {
-            format!(
-                "\"{text}\" is out of range; expected 1s to {}",
-                format_duration(MAX_DURATION)
-            )
-        })?;
+        .ok_or_else(|| QuantityError::DurationOutOfRange(text.to_string()))?;
     Ok(Duration::from_secs(seconds))
 }
 
@@ -96,18 +108,16 @@ pub fn format_duration(duration: Duration) -> String {
 }
 
 /// A number of cores from 0.1 to `MAX_CORES` → millicores.
-pub fn cpu_millicores(cores: f64) -> Result<u32, String> {
+pub fn cpu_millicores(cores: f64) -> Result<u32, QuantityError> {
     if !(0.1..=MAX_CORES).contains(&cores) {
-        return Err(format!(
-            "{cores} cores is out of range; expected 0.1 to {MAX_CORES}"
-        ));
+        return Err(QuantityError::CoresOutOfRange(cores));
     }
     // In range, so the rounded product fits in a u32.
     Ok((cores * 1000.0).round() as u32)
 }
 
 /// `"$5.00"`, `"$5"` or `"5.00"` → 5.0 US dollars. More than zero, at most `MAX_COST_USD`.
-pub fn parse_cost(text: &str) -> Result<f64, String> {
+pub fn parse_cost(text: &str) -> Result<f64, QuantityError> {
     let amount = text.strip_prefix('$').unwrap_or(text);
     let (whole, cents) = amount.split_once('.').unwrap_or((amount, "0"));
     let well_formed = is_digits(whole)
@@ -117,18 +127,12 @@ pub fn parse_cost(text: &str) -> Result<f64, String> {
         .parse::<f64>()
         .ok()
         .filter(|_| well_formed)
-        .ok_or_else(|| {
-            format!("\"{text}\" is not an amount of money; expected US dollars such as \"$5.00\"")
-        })?;
+        .ok_or_else(|| QuantityError::NotMoney(text.to_string()))?;
     if usd <= 0.0 {
-        return Err(format!(
-            "\"{text}\" is zero; a cost limit must be more than $0"
-        ));
+        return Err(QuantityError::ZeroCost(text.to_string()));
     }
     if usd > MAX_COST_USD {
-        return Err(format!(
-            "\"{text}\" is out of range; expected $0.01 to ${MAX_COST_USD}"
-        ));
+        return Err(QuantityError::CostOutOfRange(text.to_string()));
     }
     Ok(usd)
 }
@@ -163,7 +167,7 @@ mod tests {
             assert!(parse_bytes(bad).is_err(), "{bad:?} was accepted");
         }
         assert_eq!(
-            parse_bytes("4Gb").unwrap_err(),
+            parse_bytes("4Gb").unwrap_err().to_string(),
             "\"4Gb\" is not a byte quantity; expected an integer with Ki, Mi, Gi or Ti (e.g. \"4Gi\")"
         );
     }
@@ -183,7 +187,7 @@ mod tests {
     fn quantities_are_bounded_and_never_overflow() {
         let error = parse_duration("9223372036854775807s").unwrap_err();
         assert_eq!(
-            error,
+            error.to_string(),
             "\"9223372036854775807s\" is out of range; expected 1s to 30d"
         );
         assert_eq!(parse_duration("30d"), Ok(MAX_DURATION));
@@ -194,7 +198,10 @@ mod tests {
             "18446744073709551615s",
         ] {
             assert!(
-                parse_duration(bad).unwrap_err().contains("out of range"),
+                parse_duration(bad)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("out of range"),
                 "{bad}"
             );
         }
@@ -205,12 +212,16 @@ mod tests {
             "99999999999999999999999Ki",
         ] {
             assert!(
-                parse_bytes(bad).unwrap_err().contains("out of range"),
+                parse_bytes(bad)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("out of range"),
                 "{bad}"
             );
         }
         assert!(parse_cost(&"9".repeat(400))
             .unwrap_err()
+            .to_string()
             .contains("out of range"));
         assert_eq!(parse_cost("$1000000"), Ok(MAX_COST_USD));
     }

@@ -241,26 +241,66 @@ impl RawWorkspace {
     }
 }
 
-impl TryFrom<RawWorkspace> for WorkspaceSpec {
-    type Error = String;
+/// Why a `workspace` or its `credentials` mapping is refused. serde carries it on as
+/// text, to become a [`super::SpecError`] at the mapping's path and line.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum WorkspaceError {
+    #[error(
+        "missing key \"source\"; expected {} or a plugin's source",
+        source_names()
+    )]
+    MissingSource,
+    #[error("\"source\" is empty")]
+    EmptySource,
+    #[error("{}", stray_key(.key, .of))]
+    StrayKey { key: &'static str, of: String },
+    #[error("missing key \"{key}\", required for source \"{of}\"")]
+    Missing { key: &'static str, of: String },
+    #[error("template {0:?} is not a repository; expected \"owner/repo\"")]
+    NotARepository(String),
+    #[error(
+        "template {0:?} is not a fresh template; expected one of \
+         node-typescript, node-javascript, python, rust, go, empty"
+    )]
+    NotAFreshTemplate(String),
+    #[error("credentials of type {kind} take only \"{key}\"")]
+    CredentialsTakeOnly {
+        kind: &'static str,
+        key: &'static str,
+    },
+    #[error("missing key \"{key}\", required for credentials of type {kind}")]
+    CredentialsMissing {
+        kind: &'static str,
+        key: &'static str,
+    },
+}
 
-    fn try_from(raw: RawWorkspace) -> Result<Self, String> {
-        let source = raw.source.clone().ok_or_else(|| {
-            let names: Vec<_> = SOURCES.iter().map(|(name, _)| *name).collect();
-            format!(
-                "missing key \"source\"; expected {} or a plugin's source",
-                names.join(", ")
-            )
-        })?;
+/// The built-in sources, for messages.
+fn source_names() -> String {
+    let names: Vec<_> = SOURCES.iter().map(|(name, _)| *name).collect();
+    names.join(", ")
+}
+
+impl TryFrom<RawWorkspace> for WorkspaceSpec {
+    type Error = WorkspaceError;
+
+    fn try_from(raw: RawWorkspace) -> Result<Self, WorkspaceError> {
+        let source = raw.source.clone().ok_or(WorkspaceError::MissingSource)?;
         let allowed = SOURCES
             .iter()
             .find(|(name, _)| *name == source)
             .map_or(&[][..], |(_, keys)| keys);
         if let Some(stray) = raw.written_keys().find(|key| !allowed.contains(key)) {
-            return Err(stray_key(stray, &source));
+            return Err(WorkspaceError::StrayKey {
+                key: stray,
+                of: source,
+            });
         }
-        let required = |value: Option<String>, key: &str| {
-            value.ok_or_else(|| format!("missing key \"{key}\", required for source \"{source}\""))
+        let required = |value: Option<String>, key: &'static str| {
+            value.ok_or_else(|| WorkspaceError::Missing {
+                key,
+                of: source.clone(),
+            })
         };
         let kind = match source.as_str() {
             "local" => WorkspaceKind::Local(LocalWorkspace {
@@ -295,7 +335,7 @@ impl TryFrom<RawWorkspace> for WorkspaceSpec {
                     .unwrap_or_default(),
                 project_name: raw.project_name,
             }),
-            "" => return Err("\"source\" is empty".into()),
+            "" => return Err(WorkspaceError::EmptySource),
             _ => WorkspaceKind::Plugin,
         };
         Ok(Self {
@@ -326,27 +366,20 @@ fn stray_key(key: &str, source: &str) -> String {
     }
 }
 
-fn repository_template(template: String) -> Result<String, String> {
+fn repository_template(template: String) -> Result<String, WorkspaceError> {
     match template.split_once('/') {
         Some((owner, repo)) if !owner.is_empty() && !repo.is_empty() && !repo.contains('/') => {
             Ok(template)
         }
-        _ => Err(format!(
-            "template {template:?} is not a repository; expected \"owner/repo\""
-        )),
+        _ => Err(WorkspaceError::NotARepository(template)),
     }
 }
 
-fn fresh_template(template: String) -> Result<FreshTemplate, String> {
+fn fresh_template(template: String) -> Result<FreshTemplate, WorkspaceError> {
     FreshTemplate::deserialize(de::value::StrDeserializer::<de::value::Error>::new(
         &template,
     ))
-    .map_err(|_| {
-        format!(
-            "template {template:?} is not a fresh template; expected one of \
-                 node-typescript, node-javascript, python, rust, go, empty"
-        )
-    })
+    .map_err(|_| WorkspaceError::NotAFreshTemplate(template))
 }
 
 /// `credentials`: `type` decides which other key is required.
@@ -377,20 +410,18 @@ impl<'de> Deserialize<'de> for GitCredentials {
 }
 
 impl TryFrom<RawCredentials> for GitCredentials {
-    type Error = String;
+    type Error = WorkspaceError;
 
-    fn try_from(raw: RawCredentials) -> Result<Self, String> {
+    fn try_from(raw: RawCredentials) -> Result<Self, WorkspaceError> {
         let (kind, key, value, others) = match raw.kind {
             CredentialType::Token => ("token", "token", raw.token, [raw.key_path, raw.env_var]),
             CredentialType::Ssh => ("ssh", "keyPath", raw.key_path, [raw.token, raw.env_var]),
             CredentialType::Env => ("env", "envVar", raw.env_var, [raw.token, raw.key_path]),
         };
         if others.iter().any(Option::is_some) {
-            return Err(format!("credentials of type {kind} take only \"{key}\""));
+            return Err(WorkspaceError::CredentialsTakeOnly { kind, key });
         }
-        let value = value.ok_or_else(|| {
-            format!("missing key \"{key}\", required for credentials of type {kind}")
-        })?;
+        let value = value.ok_or(WorkspaceError::CredentialsMissing { kind, key })?;
         Ok(match raw.kind {
             CredentialType::Token => Self::Token { token: value },
             CredentialType::Ssh => Self::Ssh { key_path: value },

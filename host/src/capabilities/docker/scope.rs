@@ -24,8 +24,8 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 use crate::capabilities::scope::{
-    set, typed_entry, Base, Compared, FlagItem, Patterns, Scope, ScopeDenial, ScopeError,
-    ScopeShape,
+    set, typed_entry, Base, Compared, EntryError, FlagItem, Patterns, Scope, ScopeDenial,
+    ScopeError, ScopeShape,
 };
 use crate::home_path::absolute_host_path;
 
@@ -109,7 +109,7 @@ impl ScopeShape for Shape {
         &["docker:image=GLOB", "docker:hostNetwork"]
     }
 
-    fn add_flag_item(&self, rest: &str, entry: &mut Value) -> Result<(), String> {
+    fn add_flag_item(&self, rest: &str, entry: &mut Value) -> Result<(), EntryError> {
         let item = FlagItem::parse("docker", rest);
         match item.key {
             "image" => item.push(entry, "images"),
@@ -161,8 +161,8 @@ pub struct DockerGrant {
 pub(super) const HOST_SECTION_FIELDS: &[&str] = &["hostNetwork", "mounts"];
 
 impl DockerGrant {
-    pub(super) fn read(section: &Value) -> Result<DockerGrant, String> {
-        serde_yaml::from_value(section.clone()).map_err(|e| e.to_string())
+    pub(super) fn read(section: &Value) -> Result<DockerGrant, serde_yaml::Error> {
+        serde_yaml::from_value(section.clone())
     }
 }
 

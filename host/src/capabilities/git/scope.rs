@@ -12,8 +12,8 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 use crate::capabilities::scope::{
-    set, typed_entry, Base, Compared, FlagItem, Patterns, Scope, ScopeDenial, ScopeError,
-    ScopeShape,
+    set, typed_entry, Base, Compared, EntryError, FlagItem, Patterns, Scope, ScopeDenial,
+    ScopeError, ScopeShape,
 };
 
 /// `git:` of a plugin's entry in grants.yaml.
@@ -78,7 +78,7 @@ impl ScopeShape for Shape {
         &["git:remote=GLOB", "git:push"]
     }
 
-    fn add_flag_item(&self, rest: &str, entry: &mut Value) -> Result<(), String> {
+    fn add_flag_item(&self, rest: &str, entry: &mut Value) -> Result<(), EntryError> {
         let item = FlagItem::parse("git", rest);
         match item.key {
             "remote" => item.push(entry, "remotes"),

@@ -13,8 +13,8 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 use crate::capabilities::scope::{
-    set, typed_entry, Base, Compared, FlagItem, Patterns, Scope, ScopeDenial, ScopeError,
-    ScopeShape,
+    set, typed_entry, Base, Compared, EntryError, FlagItem, Patterns, Scope, ScopeDenial,
+    ScopeError, ScopeShape,
 };
 
 /// `github:` of a plugin's entry in grants.yaml.
@@ -52,7 +52,7 @@ const REPO: Compared = Compared {
         if w.split('/').count() == 2 {
             Ok(())
         } else {
-            Err("a repository is OWNER/NAME".into())
+            Err("a repository is OWNER/NAME")
         }
     },
     case_insensitive: true,
@@ -94,7 +94,7 @@ impl ScopeShape for Shape {
         &["github:repo=OWNER/NAME", "github:create", "github:fork"]
     }
 
-    fn add_flag_item(&self, rest: &str, entry: &mut Value) -> Result<(), String> {
+    fn add_flag_item(&self, rest: &str, entry: &mut Value) -> Result<(), EntryError> {
         let item = FlagItem::parse("github", rest);
         match item.key {
             "repo" => item.push(entry, "repos"),

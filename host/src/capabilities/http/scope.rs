@@ -9,7 +9,9 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 use super::HostAllowlist;
-use crate::capabilities::scope::{mapping, typed_entry, Base, Scope, ScopeError, ScopeShape};
+use crate::capabilities::scope::{
+    mapping, typed_entry, Base, EntryError, Scope, ScopeError, ScopeShape,
+};
 
 /// `http:` of a plugin's entry in grants.yaml.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -51,14 +53,14 @@ impl ScopeShape for Shape {
     }
 
     /// `http:HOST`: one more host.
-    fn add_flag_item(&self, host: &str, entry: &mut Value) -> Result<(), String> {
-        HostAllowlist::parse(&[host]).map_err(|e| e.to_string())?;
+    fn add_flag_item(&self, host: &str, entry: &mut Value) -> Result<(), EntryError> {
+        HostAllowlist::parse(&[host]).map_err(EntryError::capability)?;
         push_hosts(entry, vec![Value::String(host.to_string())]);
         Ok(())
     }
 
     /// Only the host (and explicit port) of `url`.
-    fn entry_of_url(&self, url: &str) -> Option<Result<Value, String>> {
+    fn entry_of_url(&self, url: &str) -> Option<Result<Value, EntryError>> {
         Some(
             HostAllowlist::of_url(url)
                 .map(|hosts| {
@@ -69,7 +71,7 @@ impl ScopeShape for Shape {
                     );
                     entry
                 })
-                .map_err(|e| e.to_string()),
+                .map_err(EntryError::capability),
         )
     }
 
@@ -77,8 +79,8 @@ impl ScopeShape for Shape {
         Some("hosts")
     }
 
-    fn read_legacy(&self, value: Value, entry: &mut Value) -> Result<(), String> {
-        let hosts: Vec<String> = serde_yaml::from_value(value).map_err(|e| e.to_string())?;
+    fn read_legacy(&self, value: Value, entry: &mut Value) -> Result<(), EntryError> {
+        let hosts: Vec<String> = serde_yaml::from_value(value)?;
         push_hosts(entry, hosts.into_iter().map(Value::String).collect());
         Ok(())
     }

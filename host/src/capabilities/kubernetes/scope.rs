@@ -29,10 +29,11 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 use crate::capabilities::scope::{
-    typed_entry, Base, Compared, FlagItem, Patterns, Scope, ScopeDenial, ScopeError, ScopeShape,
+    typed_entry, Base, Compared, EntryError, FlagItem, Patterns, Scope, ScopeDenial, ScopeError,
+    ScopeShape,
 };
 use crate::capabilities::Capability;
-use crate::home_path::absolute_host_path;
+use crate::home_path::{absolute_host_path, HomePathError};
 
 /// The capability's name, as denials and `grants.yaml` spell it.
 const NAME: &str = "kubernetes";
@@ -94,6 +95,42 @@ pub struct AllowedCluster {
     pub root: bool,
 }
 
+/// Why the host-wide `kubernetes:` section does not read; `clusters[N]` names the
+/// entry.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SectionError {
+    #[error(transparent)]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("clusters[{0}].context: a context must be named")]
+    Unnamed(usize),
+    #[error(
+        "clusters[{0}].hostPaths: true is not possible: this build never mounts a host path \
+         into a pod; remove the key or set it to false"
+    )]
+    HostPaths(usize),
+    #[error(
+        "clusters[{0}].privileged: true is not possible: this build never runs a privileged \
+         container; remove the key or set it to false"
+    )]
+    Privileged(usize),
+    #[error("clusters[{index}].kubeconfig: {path:?} {problem}")]
+    Kubeconfig {
+        index: usize,
+        path: String,
+        #[source]
+        problem: HomePathError,
+    },
+    #[error(transparent)]
+    Patterns(#[from] ScopeError),
+}
+
+impl From<SectionError> for EntryError {
+    fn from(error: SectionError) -> EntryError {
+        EntryError::capability(error)
+    }
+}
+
 /// The host-wide `kubernetes:` section, read: the clusters any run may use.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KubernetesGrant {
@@ -103,48 +140,40 @@ pub struct KubernetesGrant {
 impl KubernetesGrant {
     /// Reads the section; what it may never allow in this build is refused here, so a
     /// `grants.yaml` that asks for it does not load.
-    pub fn read(section: &Value) -> Result<KubernetesGrant, String> {
-        let entry: SectionEntry =
-            serde_yaml::from_value(section.clone()).map_err(|e| e.to_string())?;
+    pub fn read(section: &Value) -> Result<KubernetesGrant, SectionError> {
+        let entry: SectionEntry = serde_yaml::from_value(section.clone())?;
         let env = |name: &str| std::env::var(name).ok();
         let clusters = entry
             .clusters
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let at = |key: &str| format!("clusters[{i}].{key}");
                 if c.context.trim().is_empty() {
-                    return Err(format!("{}: a context must be named", at("context")));
+                    return Err(SectionError::Unnamed(i));
                 }
                 if c.host_paths {
-                    return Err(format!(
-                        "{}: true is not possible: this build never mounts a host path into \
-                         a pod; remove the key or set it to false",
-                        at("hostPaths")
-                    ));
+                    return Err(SectionError::HostPaths(i));
                 }
                 if c.privileged {
-                    return Err(format!(
-                        "{}: true is not possible: this build never runs a privileged \
-                         container; remove the key or set it to false",
-                        at("privileged")
-                    ));
+                    return Err(SectionError::Privileged(i));
                 }
                 let kubeconfig = c
                     .kubeconfig
                     .as_deref()
                     .map(|k| {
-                        absolute_host_path(k, &env)
-                            .map_err(|m| format!("{}: {k:?} {m}", at("kubeconfig")))
+                        absolute_host_path(k, &env).map_err(|problem| SectionError::Kubeconfig {
+                            index: i,
+                            path: k.to_string(),
+                            problem,
+                        })
                     })
                     .transpose()?;
                 let patterns = |key: &str, written: &[String]| {
                     Patterns::parse(
-                        &format!("kubernetes.{}", at(key)),
+                        &format!("kubernetes.clusters[{i}].{key}"),
                         Compared::AS_WRITTEN,
                         written,
                     )
-                    .map_err(|e| e.to_string())
                 };
                 Ok(AllowedCluster {
                     context: c.context.clone(),
@@ -155,7 +184,7 @@ impl KubernetesGrant {
                     root: c.root,
                 })
             })
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<_, SectionError>>()?;
         Ok(KubernetesGrant { clusters })
     }
 
@@ -480,7 +509,7 @@ impl ScopeShape for Shape {
         ]
     }
 
-    fn add_flag_item(&self, rest: &str, entry: &mut Value) -> Result<(), String> {
+    fn add_flag_item(&self, rest: &str, entry: &mut Value) -> Result<(), EntryError> {
         let item = FlagItem::parse(NAME, rest);
         match item.key {
             "context" => item.push(entry, "contexts"),
@@ -504,7 +533,7 @@ fn downcast(scope: &dyn Scope) -> KubernetesScope {
 mod tests {
     use super::*;
 
-    fn grant(yaml: &str) -> Result<KubernetesGrant, String> {
+    fn grant(yaml: &str) -> Result<KubernetesGrant, SectionError> {
         KubernetesGrant::read(&serde_yaml::from_str(yaml).unwrap())
     }
 
@@ -575,16 +604,24 @@ clusters:
     #[test]
     fn host_paths_and_privileged_are_refused_with_why() {
         for key in ["hostPaths", "privileged"] {
-            let e = grant(&format!("clusters: [{{context: c, {key}: true}}]")).unwrap_err();
+            let e = grant(&format!("clusters: [{{context: c, {key}: true}}]"))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(&format!("clusters[0].{key}")), "{e}");
             assert!(e.contains("this build never"), "{e}");
         }
         assert!(grant("clusters: [{context: c, hostPaths: false, privileged: false}]").is_ok());
-        let e = grant("clusters: [{context: c, hostpath: true}]").unwrap_err();
+        let e = grant("clusters: [{context: c, hostpath: true}]")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("hostpath"), "{e}");
-        let e = grant("clusters: [{kubeconfig: /x}]").unwrap_err();
+        let e = grant("clusters: [{kubeconfig: /x}]")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("context"), "{e}");
-        let e = grant("clusters: [{context: c, networkPolicy: maybe}]").unwrap_err();
+        let e = grant("clusters: [{context: c, networkPolicy: maybe}]")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("enforced"), "{e}");
         let g = grant("clusters: [{context: c, networkPolicy: enforced, root: true}]").unwrap();
         assert!(g.clusters[0].check_network_none("p", "x").is_ok());

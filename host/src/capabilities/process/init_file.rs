@@ -70,7 +70,7 @@ fn place(binary: &[u8]) -> Result<InitFile, Error> {
     let uid = unsafe { libc::geteuid() };
     let path = std::env::temp_dir().join(format!("agentgate-sandbox-init-{uid}-{INIT_KEY}"));
     if !path.exists() {
-        write_new(&path, binary).map_err(|e| unusable(&path, &e.to_string()))?;
+        write_new(&path, binary).map_err(|e| unusable(&path, &e))?;
     }
     open_checked(&path, binary, uid).map_err(|why| unusable(&path, &why))
 }
@@ -94,28 +94,42 @@ fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     linked
 }
 
+/// Why the file at the init's path is not used.
+#[derive(Debug, thiserror::Error)]
+enum Unusable {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("it is not a regular file")]
+    NotRegular,
+    #[error(
+        "it belongs to uid {owner} with mode {mode:o}; expected uid {uid}, writable by nobody"
+    )]
+    Exposed { owner: u32, mode: u32, uid: u32 },
+    #[error("its contents are not agentgate's sandbox init")]
+    NotTheInit,
+}
+
 /// Opens `path` (never through a symlink) and checks the file it opened: regular,
 /// `uid`'s, writable by nobody, holding exactly `expected`.
-fn open_checked(path: &Path, expected: &[u8], uid: u32) -> Result<InitFile, String> {
+fn open_checked(path: &Path, expected: &[u8], uid: u32) -> Result<InitFile, Unusable> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| e.to_string())?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
+        .open(path)?;
+    let meta = file.metadata()?;
     if !meta.file_type().is_file() {
-        return Err("it is not a regular file".into());
+        return Err(Unusable::NotRegular);
     }
     if meta.uid() != uid || meta.mode() & 0o222 != 0 {
-        return Err(format!(
-            "it belongs to uid {} with mode {:o}; expected uid {uid}, writable by nobody",
-            meta.uid(),
-            meta.mode() & 0o7777
-        ));
+        return Err(Unusable::Exposed {
+            owner: meta.uid(),
+            mode: meta.mode() & 0o7777,
+            uid,
+        });
     }
-    if !holds_exactly(&mut file, expected).map_err(|e| e.to_string())? {
-        return Err("its contents are not agentgate's sandbox init".into());
+    if !holds_exactly(&mut file, expected)? {
+        return Err(Unusable::NotTheInit);
     }
     Ok(InitFile {
         path: path.to_path_buf(),
@@ -142,7 +156,8 @@ fn holds_exactly(file: &mut std::fs::File, expected: &[u8]) -> std::io::Result<b
     }
 }
 
-fn unusable(path: &Path, why: &str) -> Error {
+/// The contract's error (text across the plugin boundary) for an init not placed.
+fn unusable(path: &Path, why: &dyn std::fmt::Display) -> Error {
     Error::Unavailable(format!(
         "cannot place the sandbox init at {} for the sandbox to run: {why}; remove that \
          file or set TMPDIR to a folder of your own",
@@ -177,6 +192,7 @@ mod tests {
         let init = super::super::landlock::init_binary();
         assert!(open_checked(&other, init, uid)
             .unwrap_err()
+            .to_string()
             .contains("contents"));
         let checked = open_checked(&other, b"not the init", uid).unwrap();
         assert!(unchanged(&checked));
@@ -185,6 +201,7 @@ mod tests {
         assert!(!unchanged(&checked));
         assert!(open_checked(&other, b"not the init", uid)
             .unwrap_err()
+            .to_string()
             .contains("writable"));
         std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o555)).unwrap();
         assert!(open_checked(&other, b"not the init", uid + 1).is_err());
@@ -199,6 +216,7 @@ mod tests {
             assert!(
                 open_checked(&path, init, uid)
                     .unwrap_err()
+                    .to_string()
                     .contains("contents"),
                 "{name}"
             );

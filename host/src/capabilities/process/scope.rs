@@ -15,8 +15,8 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 use crate::capabilities::scope::{
-    set, typed_entry, Base, Compared, FlagItem, Patterns, Scope, ScopeDenial, ScopeError,
-    ScopeShape,
+    set, typed_entry, Base, Compared, EntryError, FlagItem, Patterns, Scope, ScopeDenial,
+    ScopeError, ScopeShape,
 };
 
 /// `process:` of a plugin's entry in grants.yaml.
@@ -55,7 +55,7 @@ const PROGRAM: Compared = Compared {
         if w.starts_with('/') {
             Ok(())
         } else {
-            Err("a program is an absolute path".into())
+            Err("a program is an absolute path")
         }
     },
     ..Compared::AS_WRITTEN
@@ -90,7 +90,7 @@ impl ScopeShape for Shape {
         &["process:unsealed", "process:program=PATH"]
     }
 
-    fn add_flag_item(&self, rest: &str, entry: &mut Value) -> Result<(), String> {
+    fn add_flag_item(&self, rest: &str, entry: &mut Value) -> Result<(), EntryError> {
         let item = FlagItem::parse("process", rest);
         match item.key {
             "unsealed" => item.set_bool(entry, "unsealed"),

@@ -23,6 +23,7 @@
 
 mod builtin;
 mod imports;
+mod market;
 mod read;
 mod refusal;
 
@@ -31,13 +32,14 @@ use std::path::Path;
 
 use serde_yaml::Value;
 
-use crate::capabilities::scope::{Base, ScopeError, Scopes};
+use crate::capabilities::scope::{Base, EntryError, ScopeError, Scopes};
 use crate::capabilities::{Capability, HostSections};
-use crate::home_path::absolute_host_path;
+use crate::home_path::{absolute_host_path, HomePathError};
 use crate::host_paths::PathGrants;
 
 pub use builtin::{base_url_variables, builtin_granted, kind_capabilities};
 pub use imports::{classify_import, classify_imports, Import, ImportKind, Imports};
+pub use market::MarketSettings;
 pub use refusal::{check, Refusal};
 
 /// One plugin's grant: a `plugins:` entry of grants.yaml, or what `--grant` items
@@ -121,7 +123,7 @@ pub struct Grants {
     pub egress: EgressGrants,
     /// `marketplace:`: bounds on what registries may make `plugins` commands do, and
     /// how fresh revocation lists must be.
-    pub marketplace: crate::marketplace::MarketSettings,
+    pub marketplace: MarketSettings,
     /// The scope entry each operator base URL stands for, by its variable (see
     /// [`Grants::set_base_url`]). Not read from the grants file.
     base_urls: BTreeMap<String, Value>,
@@ -158,6 +160,12 @@ pub enum GrantsError {
     BadFlag(String),
     #[error("--grant {flag:?}: {message}")]
     BadCapability { flag: String, message: String },
+    #[error("--grant {flag:?}: {source}")]
+    BadFlagItem {
+        flag: String,
+        #[source]
+        source: EntryError,
+    },
     #[error("the grants file {path}: plugins.{plugin}.{key} lists {key} but capability {capability} is not granted; add {capability} to its capabilities or remove {key}")]
     ScopeWithoutCapability {
         path: String,
@@ -175,14 +183,21 @@ pub enum GrantsError {
     BadFlagScope { flag: String, source: ScopeError },
     #[error("plugin {plugin} is granted both in the grants file and in {origin}; remove its grants.yaml entry (an installed plugin's grant is the one consented to at install) or `agentgate plugins remove {plugin}`")]
     GrantedTwice { plugin: String, origin: String },
-    #[error("{variable}: {message}")]
-    BadBaseUrl { variable: String, message: String },
-    #[error("the grants file {path}: {key}: {entry:?} {message}")]
+    #[error("{variable}: no built-in plugin takes this variable")]
+    NoBaseUrlTaker { variable: String },
+    #[error("{variable}: {source}")]
+    BadBaseUrl {
+        variable: String,
+        #[source]
+        source: EntryError,
+    },
+    #[error("the grants file {path}: {key}: {entry:?} {problem}")]
     BadFolder {
         path: String,
         key: String,
         entry: String,
-        message: String,
+        #[source]
+        problem: HomePathError,
     },
 }
 
@@ -258,11 +273,11 @@ impl Grants {
             entries
                 .iter()
                 .map(|entry| {
-                    absolute_host_path(entry, &env).map_err(|message| GrantsError::BadFolder {
+                    absolute_host_path(entry, &env).map_err(|problem| GrantsError::BadFolder {
                         path: path.display().to_string(),
                         key: key.to_string(),
                         entry: entry.clone(),
-                        message,
+                        problem,
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()
@@ -293,15 +308,16 @@ impl Grants {
     /// [`base_url_variables`], e.g. `ANTHROPIC_BASE_URL`) becomes the scope of the
     /// built-in that takes it: for the Agent SDK driver, the only host it may reach.
     pub fn set_base_url(&mut self, variable: &str, url: &str) -> Result<(), GrantsError> {
-        let bad = |message: String| GrantsError::BadBaseUrl {
-            variable: variable.to_string(),
-            message,
-        };
         let entry = builtin::base_url_capability(variable)
             .and_then(|c| c.unit().scope())
             .and_then(|shape| shape.entry_of_url(url))
-            .ok_or_else(|| bad("no built-in plugin takes this variable".into()))?
-            .map_err(bad)?;
+            .ok_or_else(|| GrantsError::NoBaseUrlTaker {
+                variable: variable.to_string(),
+            })?
+            .map_err(|source| GrantsError::BadBaseUrl {
+                variable: variable.to_string(),
+                source,
+            })?;
         self.base_urls.insert(variable.to_string(), entry);
         Ok(())
     }
@@ -332,7 +348,12 @@ impl Grants {
                 continue;
             };
             let scope = entry.scopes.entry(capability).or_insert(Value::Null);
-            shape.add_flag_item(rest, scope).map_err(bad)?;
+            shape
+                .add_flag_item(rest, scope)
+                .map_err(|source| GrantsError::BadFlagItem {
+                    flag: flag.to_string(),
+                    source,
+                })?;
             entry.capabilities.insert(capability);
             entry
                 .check_scopes()

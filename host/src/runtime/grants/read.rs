@@ -150,10 +150,21 @@ struct EgressSection {
     nameserver: Option<std::net::SocketAddr>,
 }
 
+/// An entry of `egress.deny` or `egress.only` that is not a destination; serde carries
+/// it on as text, with the line.
+#[derive(Debug, thiserror::Error)]
+#[error("egress.{key}{source}")]
+struct EgressSectionError {
+    key: &'static str,
+    #[source]
+    source: crate::egress::BadDestination,
+}
+
 impl EgressSection {
-    fn into_grants(self) -> Result<super::EgressGrants, String> {
-        let list = |key: &str, entries: &[String]| {
-            crate::egress::Allowlist::parse(entries).map_err(|e| format!("egress.{key}{e}"))
+    fn into_grants(self) -> Result<super::EgressGrants, EgressSectionError> {
+        let list = |key: &'static str, entries: &[String]| {
+            crate::egress::Allowlist::parse(entries)
+                .map_err(|source| EgressSectionError { key, source })
         };
         Ok(super::EgressGrants {
             cap: crate::egress::OperatorCap {

@@ -6,6 +6,9 @@
 //! must be, as TUF's timestamp role: a list signed longer ago than
 //! `revocationsExpireAfter` is refused, so a registry (or a mirror) that keeps serving
 //! an old list cannot hide a newer revocation for longer than that.
+//!
+//! The section is read here, with the rest of the file, so that reading grants needs
+//! nothing of the marketplace; `crate::marketplace` re-exports [`MarketSettings`].
 
 use std::time::Duration;
 
@@ -69,24 +72,26 @@ impl<'de> Deserialize<'de> for MarketSettings {
             return Ok(MarketSettings::default());
         };
         let defaults = MarketSettings::default();
-        let field =
-            |key: &str, message: String| D::Error::custom(format!("marketplace.{key}: {message}"));
+        // serde's errors are text: the message is written into the one it carries.
+        let field = |key: &str, message: &dyn std::fmt::Display| {
+            D::Error::custom(format!("marketplace.{key}: {message}"))
+        };
         let max_component_size = match section.max_component_size {
             None => defaults.max_component_size,
-            Some(text) => parse_bytes(&text).map_err(|m| field("maxComponentSize", m))?,
+            Some(text) => parse_bytes(&text).map_err(|e| field("maxComponentSize", &e))?,
         };
         let registry_timeout = match section.registry_timeout {
             None => defaults.registry_timeout,
-            Some(text) => parse_duration(&text).map_err(|m| field("registryTimeout", m))?,
+            Some(text) => parse_duration(&text).map_err(|e| field("registryTimeout", &e))?,
         };
         let revocations_expire_after = match section.revocations_expire_after {
             None => defaults.revocations_expire_after,
             Some(text) => {
-                let age = parse_duration(&text).map_err(|m| field("revocationsExpireAfter", m))?;
+                let age = parse_duration(&text).map_err(|e| field("revocationsExpireAfter", &e))?;
                 if age < Duration::from_secs(60) {
                     return Err(field(
                         "revocationsExpireAfter",
-                        format!(
+                        &format_args!(
                             "\"{text}\" is shorter than a publisher can re-sign a list; expected 1m or more (e.g. \"7d\")"
                         ),
                     ));
@@ -118,8 +123,8 @@ impl MarketSettings {
 mod tests {
     use super::*;
 
-    fn read(yaml: &str) -> Result<MarketSettings, String> {
-        serde_yaml::from_str(yaml).map_err(|e| e.to_string())
+    fn read(yaml: &str) -> Result<MarketSettings, serde_yaml::Error> {
+        serde_yaml::from_str(yaml)
     }
 
     #[test]
@@ -130,11 +135,11 @@ mod tests {
         assert_eq!(s.registry_timeout, Duration::from_secs(5));
         assert_eq!(s.revocations_expire_after, Duration::from_secs(2 * 86_400));
         assert!(s.require_revocation_lists);
-        let e = read("maxComponentSize: lots").unwrap_err();
+        let e = read("maxComponentSize: lots").unwrap_err().to_string();
         assert!(e.contains("marketplace.maxComponentSize"), "{e}");
-        let e = read("revocationsExpireAfter: 10s").unwrap_err();
+        let e = read("revocationsExpireAfter: 10s").unwrap_err().to_string();
         assert!(e.contains("revocationsExpireAfter"), "{e}");
-        let e = read("maxSize: 1Mi").unwrap_err();
+        let e = read("maxSize: 1Mi").unwrap_err().to_string();
         assert!(e.contains("unknown field"), "{e}");
     }
 }
