@@ -108,3 +108,128 @@ pub(super) async fn bounded(
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::phase::fakes::TestRun;
+
+    /// A driver that answers with `answer`, or never when it is `None`.
+    struct FakeDriver(Option<Result<AgentOutcome, PluginError>>);
+
+    impl Driver for FakeDriver {
+        fn run<'a>(
+            &'a mut self,
+            task: &'a AgentTask,
+            _deadline: Instant,
+        ) -> BoxFuture<'a, Result<AgentOutcome, PluginError>> {
+            assert_eq!(task.prompt, "do it");
+            let answer = self.0.take();
+            Box::pin(async move {
+                match answer {
+                    Some(answer) => answer,
+                    None => std::future::pending().await,
+                }
+            })
+        }
+
+        fn plugin_stdio(&self) -> Vec<u8> {
+            b"fake driver says hi\n".to_vec()
+        }
+    }
+
+    const EXECUTION: &str = "  workspace:\n    source: local\n    path: /path/to/project\n  \
+                             agent:\n    driver: fake";
+
+    fn outcome(success: bool) -> AgentOutcome {
+        AgentOutcome {
+            exit_code: i32::from(!success),
+            success,
+            session_id: Some("s-1".into()),
+            turns: Some(3),
+            usage: None,
+            summary: Some("done".into()),
+        }
+    }
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(5)
+    }
+
+    #[tokio::test]
+    async fn the_drivers_outcome_is_the_phases_and_its_output_is_kept() {
+        let test = TestRun::new(EXECUTION);
+        let env = test.env();
+        let mut driver = FakeDriver(Some(Ok(outcome(true))));
+        let ended = run(&mut driver, "fake", &env, "do it", &[], soon()).await;
+        assert!(matches!(ended, Outcome::Agent(ref a) if a.success && a.turns == Some(3)));
+        let log = std::fs::read_to_string(env.folder.path().join("plugins.log")).unwrap();
+        assert!(log.contains("fake driver says hi"), "{log}");
+    }
+
+    #[tokio::test]
+    async fn a_driver_past_its_deadline_times_the_run_out() {
+        let test = TestRun::new(EXECUTION);
+        let env = test.env();
+        let late = PluginError::Deadline {
+            plugin: "fake".into(),
+            call: "run",
+            limit: Duration::from_secs(1),
+        };
+        let mut driver = FakeDriver(Some(Err(late)));
+        let Outcome::Failed { status, message } =
+            run(&mut driver, "fake", &env, "do it", &[], soon()).await
+        else {
+            panic!("no failure");
+        };
+        assert_eq!(status, RunStatus::TimedOut);
+        assert!(
+            message.starts_with("plugin fake did not finish run within 1s"),
+            "{message}"
+        );
+    }
+
+    #[tokio::test]
+    async fn phases_that_outlive_the_timeout_or_a_cancel_end_there() {
+        let test = TestRun::new(EXECUTION);
+        let env = test.env();
+        // The deadline is the time limit from the run's start; a little of it is left.
+        let timeout = Duration::from_secs(120);
+        let mut never: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(std::future::pending());
+        let mut driver = FakeDriver(None);
+        let phases = run(&mut driver, "fake", &env, "do it", &[], soon());
+        let Outcome::Failed { status, message } = bounded(
+            phases,
+            timeout,
+            Instant::now() + Duration::from_millis(50),
+            &mut never,
+        )
+        .await
+        else {
+            panic!("no failure");
+        };
+        assert_eq!(status, RunStatus::TimedOut);
+        assert_eq!(
+            message,
+            "the run exceeded its timeout of 2m; everything it started was killed"
+        );
+
+        let mut cancel: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async {});
+        let mut driver = FakeDriver(None);
+        let phases = run(&mut driver, "fake", &env, "do it", &[], soon());
+        let Outcome::Failed { status, message } =
+            bounded(phases, timeout, soon(), &mut cancel).await
+        else {
+            panic!("no failure");
+        };
+        assert_eq!(status, RunStatus::Cancelled);
+        assert_eq!(message, "the run was cancelled");
+    }
+
+    #[test]
+    fn the_time_limit_is_the_shorter_of_timeout_and_max_wall_clock() {
+        let spec = TestRun::new(EXECUTION).spec;
+        let timeout = spec.spec.execution.sandbox.resources.timeout;
+        assert_eq!(time_limit(&spec), timeout);
+    }
+}

@@ -123,7 +123,7 @@ pub(super) mod fakes {
     impl TestRun {
         /// A run of a TaskSpec whose `execution` is `execution` (YAML).
         pub fn new(execution: &str) -> TestRun {
-            let text = format!("execution:\n{execution}\ngoal:\n  prompt: do it\n");
+            let text = format!("execution:\n{execution}\n");
             let spec = crate::taskspec::parse(&text, "test.yaml", &|name: &str| match name {
                 "HOME" => Some("/home/me".to_string()),
                 _ => None,

@@ -115,3 +115,87 @@ pub(super) fn settle_and_write(
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::phase::fakes::TestRun;
+    use crate::engine::shortfall::Shortfall;
+    use crate::runtime::bindings::agent_driver::exports::agentgate::plugin::driver::AgentOutcome;
+
+    const EXECUTION: &str = "  workspace:\n    source: local\n    path: /path/to/project\n  \
+                             agent:\n    driver: fake";
+
+    fn facts(spec: &TaskSpec) -> Facts<'_> {
+        Facts {
+            spec,
+            run_id: "r-1".into(),
+            started: SystemTime::now(),
+            clock: Instant::now(),
+            phases: BTreeMap::from([("agent".to_string(), 7), ("cleanup".to_string(), 1)]),
+            plugins: BTreeMap::new(),
+            workspace: None,
+            sandbox: SandboxRecord::default(),
+            changes: Changes::default(),
+        }
+    }
+
+    fn agent(success: bool, exit_code: i32) -> Outcome {
+        Outcome::Agent(AgentOutcome {
+            exit_code,
+            success,
+            session_id: None,
+            turns: None,
+            usage: None,
+            summary: Some("said s3cret".into()),
+        })
+    }
+
+    #[test]
+    fn the_agents_outcome_decides_the_status_and_exit_code() {
+        let spec = TestRun::new(EXECUTION).spec;
+        let result = build(agent(true, 0), facts(&spec));
+        assert_eq!(
+            (result.status, result.exit_code),
+            (RunStatus::Succeeded, Some(0))
+        );
+        assert_eq!(result.phases["agent"], 7);
+        assert_eq!(result.changes_from, "snapshot");
+        let result = build(agent(false, 2), facts(&spec));
+        assert_eq!(result.status, RunStatus::Failed);
+        assert_eq!(
+            result.error.as_deref(),
+            Some("the agent failed (exit code 2)")
+        );
+        let result = build(Outcome::host("no sandbox"), facts(&spec));
+        assert_eq!((result.status, result.exit_code), (RunStatus::Error, None));
+        assert!(result.agent.is_none());
+    }
+
+    #[tokio::test]
+    async fn shortfalls_turn_a_success_into_an_error_in_the_written_result() {
+        let test = TestRun::new(EXECUTION);
+        let env = test.env();
+        let mut shortfalls = Shortfalls::default();
+        shortfalls.add(Shortfall::Release(
+            "releasing the workspace: push refused".into(),
+        ));
+        shortfalls.leftover("removing the sandbox state /tmp/s: busy");
+        let result = settle_and_write(agent(true, 0), facts(&test.spec), shortfalls, &env);
+        assert_eq!(result.status, RunStatus::Error);
+        assert_eq!(
+            result.error.as_deref(),
+            Some(
+                "releasing the workspace: push refused; cleanup: removing the sandbox state \
+                 /tmp/s: busy"
+            )
+        );
+        let written: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(env.folder.path().join("result.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(written["status"], "error");
+        // Masked like everything the run writes.
+        assert_eq!(written["agent"]["summary"], "said ***", "{written}");
+    }
+}

@@ -415,3 +415,169 @@ mod tests {
         assert!(err.contains("cannot be found"), "{err}");
     }
 }
+
+#[cfg(test)]
+mod phase_tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::engine::phase::fakes::TestRun;
+    use crate::record::RunStatus;
+    use crate::runtime::bindings::types::Error;
+    use crate::runtime::bindings::workspace_source::exports::agentgate::plugin::source::ScaffoldFile;
+
+    /// A source that prepares a fresh root in the run's scratch folder (as a clone
+    /// does), or `root` when set.
+    #[derive(Default)]
+    struct FakeSource {
+        root: Option<String>,
+        refuse_release: bool,
+        calls: Arc<Mutex<Vec<&'static str>>>,
+    }
+
+    impl Source for FakeSource {
+        fn prepare<'a>(
+            &'a mut self,
+            request: &'a WorkspaceRequest,
+            _deadline: Instant,
+        ) -> BoxFuture<'a, Result<PreparedWorkspace, PluginError>> {
+            self.calls.lock().unwrap().push("prepare");
+            let root = self
+                .root
+                .clone()
+                .unwrap_or_else(|| format!("{}/clone", request.scratch_dir));
+            Box::pin(async move {
+                Ok(PreparedWorkspace {
+                    root,
+                    root_kind: RootKind::Create,
+                    readonly: false,
+                    lifetime: Lifetime::Temporary,
+                    scaffold: vec![ScaffoldFile {
+                        path: "README.md".into(),
+                        contents: b"hello".to_vec(),
+                        executable: false,
+                    }],
+                    description: "a fake clone".into(),
+                })
+            })
+        }
+
+        fn release<'a>(
+            &'a mut self,
+            _workspace: &'a PreparedWorkspace,
+            _deadline: Instant,
+        ) -> BoxFuture<'a, Result<(), PluginError>> {
+            self.calls.lock().unwrap().push("release");
+            let refuse = self.refuse_release;
+            Box::pin(async move {
+                if refuse {
+                    return Err(PluginError::Reported {
+                        plugin: "fake-source".into(),
+                        call: "release",
+                        error: Error::Failed("push refused".into()),
+                    });
+                }
+                Ok(())
+            })
+        }
+
+        fn plugin_stdio(&self) -> Vec<u8> {
+            b"fake source says hi\n".to_vec()
+        }
+    }
+
+    const EXECUTION: &str = "  workspace:\n    source: local\n    path: /path/to/project\n  \
+                             agent:\n    driver: fake";
+
+    #[tokio::test]
+    async fn prepare_then_compare_and_release_removes_a_temporary_root() {
+        let test = TestRun::new(EXECUTION);
+        let env = test.env();
+        let source = FakeSource::default();
+        let calls = source.calls.clone();
+        let prepared = prepare(
+            Box::new(source),
+            &env,
+            Instant::now() + Duration::from_secs(5),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("prepare failed"));
+        let root = prepared.workspace.root.clone();
+        assert!(root.join("README.md").is_file());
+        assert!(prepared.workspace.remove_at_cleanup);
+
+        // The agent's work.
+        std::fs::write(root.join("new.txt"), "made by the agent").unwrap();
+        let mut shortfalls = Shortfalls::default();
+        let (changes, compared) = prepared.compare(&env, &mut shortfalls);
+        assert_eq!(changes.from, "snapshot");
+        let paths: Vec<&str> = changes.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["new.txt"]);
+        let record = compared.workspace.record("local".into());
+        assert_eq!(record.description, "a fake clone");
+
+        compared.release(&env, "fake-source", &mut shortfalls).await;
+        assert_eq!(*calls.lock().unwrap(), ["prepare", "release"]);
+        assert!(!root.exists(), "the temporary root is removed at release");
+        assert!(
+            shortfalls.messages().is_empty(),
+            "{:?}",
+            shortfalls.messages()
+        );
+        let log = std::fs::read_to_string(env.folder.path().join("plugins.log")).unwrap();
+        assert!(log.contains("fake source says hi"), "{log}");
+        let events = test.events(&env);
+        assert!(
+            events
+                .iter()
+                .any(|e| e.to_string().contains("workspace: a fake clone")),
+            "{events:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_release_that_fails_is_a_shortfall() {
+        let test = TestRun::new(EXECUTION);
+        let env = test.env();
+        let source = FakeSource {
+            refuse_release: true,
+            ..FakeSource::default()
+        };
+        let prepared = prepare(
+            Box::new(source),
+            &env,
+            Instant::now() + Duration::from_secs(5),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("prepare failed"));
+        let mut shortfalls = Shortfalls::default();
+        let (_, compared) = prepared.compare(&env, &mut shortfalls);
+        compared.release(&env, "fake-source", &mut shortfalls).await;
+        assert_eq!(
+            shortfalls.messages(),
+            ["releasing the workspace: plugin fake-source: release failed: push refused"]
+        );
+        assert!(!shortfalls.left_something());
+    }
+
+    #[tokio::test]
+    async fn a_root_the_host_path_policy_refuses_fails_the_phase_as_invalid() {
+        let test = TestRun::new(EXECUTION);
+        let env = test.env();
+        let source = FakeSource {
+            root: Some("/".into()),
+            ..FakeSource::default()
+        };
+        let Err(Outcome::Failed { status, message }) = prepare(
+            Box::new(source),
+            &env,
+            Instant::now() + Duration::from_secs(5),
+        )
+        .await
+        else {
+            panic!("the root / was accepted");
+        };
+        assert_eq!(status, RunStatus::Invalid);
+        assert!(message.starts_with("the workspace root: "), "{message}");
+    }
+}
