@@ -42,6 +42,7 @@ impl Calls {
 /// How the fake sandbox behaves.
 #[derive(Clone, Copy, Default)]
 struct Behaviour {
+    fail_create: bool,
     fail_summary: bool,
     fail_destroy: bool,
     oom: bool,
@@ -66,7 +67,15 @@ impl Provider for FakeProvider {
         _deadline: Instant,
     ) -> Creation<'a> {
         self.0.push("create");
-        Box::pin(async move { Ok(Box::new(FakeNew(self.0, self.1)) as Box<dyn NewSandbox>) })
+        Box::pin(async move {
+            if self.1.fail_create {
+                return Err(CreateFailed {
+                    stdio: b"fake provider: no room\n".to_vec(),
+                    error: failed("create"),
+                });
+            }
+            Ok(Box::new(FakeNew(self.0, self.1)) as Box<dyn NewSandbox>)
+        })
     }
 }
 
@@ -399,4 +408,38 @@ async fn an_agent_killed_for_memory_fails_saying_so() {
         message.starts_with("OOMKilled: the sandbox ran out of memory"),
         "{message}"
     );
+}
+
+#[tokio::test]
+async fn a_provider_that_cannot_create_leaves_only_the_state_folder_to_remove() {
+    let test = TestRun::new(EXECUTION);
+    let env = test.env();
+    let calls = Calls::default();
+    let behaviour = Behaviour {
+        fail_create: true,
+        ..Behaviour::default()
+    };
+    let (slot, result) = create_with(behaviour, &env, &calls).await;
+    let Err(Outcome::Failed { message, .. }) = result else {
+        panic!("the phase succeeded");
+    };
+    assert_eq!(message, "plugin fake-provider: create failed: create broke");
+    let log = std::fs::read_to_string(env.folder.path().join("plugins.log")).unwrap();
+    assert!(log.contains("no room"), "{log}");
+    let sandbox = slot.expect("the state folder was made");
+    let state = sandbox.state.path().to_path_buf();
+    let mut shortfalls = Shortfalls::default();
+    let reaper = FakeReaper(calls.clone(), Vec::new());
+    let (_, record) = sandbox
+        .teardown(
+            Outcome::host("x"),
+            &env,
+            "fake-provider",
+            &reaper,
+            &mut shortfalls,
+        )
+        .await;
+    assert_eq!(calls.seen(), ["create"]);
+    assert!(record.info.is_none() && shortfalls.messages().is_empty());
+    assert!(!state.exists());
 }
