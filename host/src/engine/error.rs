@@ -7,6 +7,7 @@ use crate::registry::TrackError;
 
 /// Why a run could not start. Once it has started, every outcome is a [`RunResult`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RunError {
     /// The TaskSpec cannot run here; the text (masked) says why.
     #[error("{0}")]
