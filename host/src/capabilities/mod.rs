@@ -141,15 +141,12 @@ impl EgressGate {
     }
 }
 
-/// The socket's file name in [`EgressGate::socket_dir`].
-pub const EGRESS_SOCKET_NAME: &str = "proxy.sock";
-/// The sandbox's `/etc/hosts` in [`EgressGate::socket_dir`], for containers.
-pub const EGRESS_HOSTS_NAME: &str = "hosts";
-/// The sandbox's `/etc/resolv.conf` in [`EgressGate::socket_dir`], for containers.
-pub const EGRESS_RESOLV_CONF_NAME: &str = "resolv.conf";
-/// A resolver configuration with no resolver but loopback: a name that is not in the
-/// sandbox's `/etc/hosts` resolves nowhere.
-pub const EGRESS_RESOLV_CONF: &str = "nameserver 127.0.0.1\n";
+/// The files in [`EgressGate::socket_dir`]: its socket, and the sandbox's `/etc/hosts`
+/// and `/etc/resolv.conf` for containers (written where the gate starts).
+pub use crate::egress::{
+    HOSTS_NAME as EGRESS_HOSTS_NAME, RESOLV_CONF as EGRESS_RESOLV_CONF,
+    RESOLV_CONF_NAME as EGRESS_RESOLV_CONF_NAME, SOCKET_NAME as EGRESS_SOCKET_NAME,
+};
 
 /// The run a plugin store works for: what the engine tells every capability about the
 /// run (its id and identity, events, the folders its sandbox may bind, the folders its

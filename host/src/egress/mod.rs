@@ -23,8 +23,10 @@
 //! - every decision is an `egress` event, and [`EgressReport`] counts connections and
 //!   bytes per destination and the refused attempts, for `result.json`.
 //!
-//! The module does not create the sandbox's side (relays, DNS responder, proxy
-//! variables): the sandbox providers wire those to [`Proxy::socket_path`].
+//! A run starts and stops its proxy through [`RunGate`] (module `run_gate`), which
+//! also writes the name files its containers bind. The module does not create the
+//! sandbox's side (relays, DNS responder, proxy variables): the sandbox providers wire
+//! those to [`Proxy::socket_path`].
 
 mod address;
 mod allowlist;
@@ -34,6 +36,7 @@ mod proxy;
 mod report;
 mod request;
 mod resolver;
+mod run_gate;
 mod sniff;
 
 pub use crate::record::{DestinationTraffic, EgressReport, RefusedAttempt};
@@ -42,3 +45,7 @@ pub use allowlist::{Allowlist, BadDestination, Destination, HostPattern, Target,
 pub use policy::{CapViolation, OperatorCap, Policy};
 pub use proxy::{Limits, Proxy, ProxyError};
 pub use resolver::{Resolver, ResolverError};
+pub use run_gate::{
+    check_cap, CapRefusal, GateError, GateGrants, RunGate, Stopped, HOSTS_NAME, RESOLV_CONF,
+    RESOLV_CONF_NAME, SOCKET_NAME,
+};

@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::capabilities::SandboxBroker;
+use super::sandbox::LiveSandbox;
 use crate::record::{EventBody, EventSink};
 use crate::wit::types::ResourceUsage;
 
@@ -66,9 +66,9 @@ fn tenths(value: f64) -> f64 {
 }
 
 impl ResourceSampler {
-    /// Starts sampling the sandbox behind `broker`, created at `created`.
+    /// Starts sampling `sandbox`, created at `created`.
     pub fn start(
-        broker: Arc<SandboxBroker>,
+        sandbox: Arc<dyn LiveSandbox>,
         events: Arc<EventSink>,
         created: Instant,
     ) -> ResourceSampler {
@@ -92,7 +92,7 @@ impl ResourceSampler {
                 }
                 // A provider with nothing to measure yet (no process started) or at
                 // all (`none`) answers with an error: that sample is skipped.
-                if let Ok(usage) = broker.stats().await {
+                if let Ok(usage) = sandbox.stats().await {
                     let body = sampling.lock().unwrap().sample(&usage, Instant::now());
                     events.emit("host", body);
                 }

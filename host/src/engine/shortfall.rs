@@ -96,6 +96,12 @@ impl Shortfalls {
             .any(|s| matches!(s, Shortfall::Cleanup { leftover: true, .. }))
     }
 
+    /// Every shortfall as `error` names it, in the order found.
+    #[cfg(test)]
+    pub fn messages(&self) -> Vec<String> {
+        self.0.iter().map(ToString::to_string).collect()
+    }
+
     pub fn cleanup_messages(&self) -> impl Iterator<Item = &str> {
         self.0.iter().filter_map(|s| match s {
             Shortfall::Cleanup { message, .. } => Some(message.as_str()),

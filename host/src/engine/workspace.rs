@@ -1,5 +1,12 @@
-//! The host's half of preparing a workspace: check or create the root the source
-//! plugin chose, and write its scaffold files.
+//! The workspace phase: the source plugin prepares the workspace, the host checks or
+//! creates the root it chose and writes its scaffold files, and takes the baseline the
+//! agent's changes are compared with. Its value, [`Prepared`], lives until the run's
+//! cleanup, where [`Prepared::compare`] collects the changes and [`Compared::release`]
+//! hands the work back to the source and removes a temporary root: a workspace is
+//! released once, after the sandbox that used it is gone.
+//!
+//! The plugin calls the phase makes are behind [`Source`], so the phase can be tested
+//! with a fake source.
 //!
 //! The root is opened once, here, before anything runs in the workspace. Scaffold
 //! files are written and change snapshots read through that `cap_std` handle, so a
@@ -9,13 +16,177 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, Permissions, PermissionsExt};
+use futures_util::future::BoxFuture;
+use tokio::time::Instant;
 
+use super::changes::{self, Baseline, Changes};
+use super::phase::{Outcome, RunEnv};
+use super::requests;
+use super::shortfall::{Shortfall, Shortfalls};
+use crate::host_paths::{self, PathUse};
+use crate::record::{WorkspaceRecord, WORKSPACE_SCRATCH};
+use crate::runtime::instance::SourceInstance;
+use crate::runtime::PluginError;
 use crate::wit::workspace_source::exports::agentgate::plugin::source::{
-    Lifetime, PreparedWorkspace, RootKind,
+    Lifetime, PreparedWorkspace, RootKind, WorkspaceRequest,
 };
+
+/// How long a source may take to release the workspace at cleanup.
+const RELEASE_LIMIT: Duration = Duration::from_secs(30);
+
+/// What the engine asks of a workspace source plugin.
+pub(super) trait Source: Send {
+    fn prepare<'a>(
+        &'a mut self,
+        request: &'a WorkspaceRequest,
+        deadline: Instant,
+    ) -> BoxFuture<'a, Result<PreparedWorkspace, PluginError>>;
+    fn release<'a>(
+        &'a mut self,
+        workspace: &'a PreparedWorkspace,
+        deadline: Instant,
+    ) -> BoxFuture<'a, Result<(), PluginError>>;
+    /// What the plugin printed on its own stdout/stderr, for `plugins.log`.
+    fn plugin_stdio(&self) -> Vec<u8>;
+}
+
+impl Source for SourceInstance {
+    fn prepare<'a>(
+        &'a mut self,
+        request: &'a WorkspaceRequest,
+        deadline: Instant,
+    ) -> BoxFuture<'a, Result<PreparedWorkspace, PluginError>> {
+        Box::pin(SourceInstance::prepare(self, request, deadline))
+    }
+
+    fn release<'a>(
+        &'a mut self,
+        workspace: &'a PreparedWorkspace,
+        deadline: Instant,
+    ) -> BoxFuture<'a, Result<(), PluginError>> {
+        Box::pin(SourceInstance::release(self, workspace, deadline))
+    }
+
+    fn plugin_stdio(&self) -> Vec<u8> {
+        SourceInstance::plugin_stdio(self)
+    }
+}
+
+/// A prepared workspace, with the source that prepared it and the baseline its
+/// changes are compared with.
+pub(super) struct Prepared {
+    source: Box<dyn Source>,
+    /// The workspace as the source described it, handed back at release.
+    described: PreparedWorkspace,
+    pub workspace: Workspace,
+    baseline: Baseline,
+}
+
+/// A workspace whose changes were collected, waiting for its release.
+pub(super) struct Compared {
+    source: Box<dyn Source>,
+    described: PreparedWorkspace,
+    pub workspace: Workspace,
+}
+
+/// Prepares the run's workspace through `source` by `deadline`.
+pub(super) async fn prepare(
+    mut source: Box<dyn Source>,
+    env: &RunEnv<'_>,
+    deadline: Instant,
+) -> Result<Prepared, Outcome> {
+    let scratch = env
+        .folder
+        .scratch(WORKSPACE_SCRATCH)
+        .map_err(|e| Outcome::host(format!("creating the scratch workspace: {e}")))?;
+    env.ctx.allow_repo_root(&scratch);
+    let request = requests::workspace_request(env.spec, &env.ctx.run_id, &scratch);
+    let described = source
+        .prepare(&request, deadline)
+        .await
+        .map_err(Outcome::plugin)?;
+    // Any source plugin may name any root: one outside the run's folder is held to
+    // the policy before it is created or read, and again once resolved.
+    check_root(env, &described.root, false)?;
+    let workspace = materialize(&described).map_err(|e| Outcome::host(e.to_string()))?;
+    check_root(env, &workspace.root.display().to_string(), true)?;
+    env.ctx.allow_repo_root(&workspace.root);
+    env.events
+        .host_log("info", format!("workspace: {}", described.description));
+    // Masked like result.json: the registry keeps it for a crashed run's result.
+    let record = env.redactor.apply(
+        serde_json::to_string(&workspace.record(env.spec.spec.execution.workspace.source.clone()))
+            .expect("records serialize"),
+    );
+    if let Err(e) =
+        env.tracker
+            .workspace_prepared(&workspace.root, workspace.remove_at_cleanup, &record)
+    {
+        env.registry_error(e);
+    }
+    let baseline = Baseline::take(&workspace, env)
+        .map_err(|e| Outcome::host(format!("reading the workspace: {e}")))?;
+    Ok(Prepared {
+        source,
+        described,
+        workspace,
+        baseline,
+    })
+}
+
+/// Refuses a workspace root outside the run's folder that the host path policy
+/// refuses (a `local` path or `fresh` destPath, or a plugin's own choice).
+fn check_root(env: &RunEnv, root: &str, must_exist: bool) -> Result<(), Outcome> {
+    let run_folder = env.folder.path().canonicalize().unwrap_or_default();
+    let inside_run = host_paths::resolve(root, false)
+        .is_ok_and(|(resolved, _)| resolved.starts_with(&run_folder));
+    if inside_run {
+        return Ok(());
+    }
+    env.host_paths
+        .check(PathUse::Workspace, root, must_exist)
+        .map(|_| ())
+        .map_err(|refusal| Outcome::invalid(format!("the workspace root: {refusal}")))
+}
+
+impl Prepared {
+    /// Collects what the agent changed (the sandbox is gone by now).
+    pub fn compare(self, env: &RunEnv, shortfalls: &mut Shortfalls) -> (Changes, Compared) {
+        let changes = changes::collect(&self.workspace, self.baseline, env, shortfalls);
+        let compared = Compared {
+            source: self.source,
+            described: self.described,
+            workspace: self.workspace,
+        };
+        (changes, compared)
+    }
+}
+
+impl Compared {
+    /// Hands the workspace back to its source (a push, a pull request: when that fails
+    /// the work was not delivered) and removes a root the host created for the run.
+    pub async fn release(mut self, env: &RunEnv<'_>, plugin: &str, shortfalls: &mut Shortfalls) {
+        let deadline = Instant::now() + RELEASE_LIMIT;
+        if let Err(e) = self.source.release(&self.described, deadline).await {
+            shortfalls.add(Shortfall::Release(format!("releasing the workspace: {e}")));
+        }
+        env.folder
+            .append_plugin_log(plugin, &self.source.plugin_stdio());
+        if self.workspace.remove_at_cleanup {
+            if let Err(e) = std::fs::remove_dir_all(&self.workspace.root) {
+                // gc never removes a workspace: this one is the user's to remove.
+                shortfalls.cleanup(format!(
+                    "removing the temporary workspace {}: {e}",
+                    self.workspace.root.display()
+                ));
+            }
+        }
+    }
+}
 
 /// A workspace ready for a sandbox.
 #[derive(Debug, Clone)]
@@ -116,6 +287,17 @@ pub fn materialize(prepared: &PreparedWorkspace) -> Result<Workspace, WorkspaceE
 }
 
 impl Workspace {
+    /// How `result.json` describes the workspace, prepared by the TaskSpec's `source`.
+    pub fn record(&self, source: String) -> WorkspaceRecord {
+        WorkspaceRecord {
+            source,
+            root: self.root.display().to_string(),
+            readonly: self.readonly,
+            description: self.description.clone(),
+            commit: self.commit.clone(),
+        }
+    }
+
     /// Whether `root` still names the directory opened when the workspace was
     /// prepared.
     pub fn check_root(&self) -> Result<(), WorkspaceError> {
@@ -231,5 +413,171 @@ mod tests {
         std::fs::remove_file(&root).unwrap();
         let err = ws.check_root().unwrap_err().to_string();
         assert!(err.contains("cannot be found"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod phase_tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::engine::phase::fakes::TestRun;
+    use crate::record::RunStatus;
+    use crate::wit::types::Error;
+    use crate::wit::workspace_source::exports::agentgate::plugin::source::ScaffoldFile;
+
+    /// A source that prepares a fresh root in the run's scratch folder (as a clone
+    /// does), or `root` when set.
+    #[derive(Default)]
+    struct FakeSource {
+        root: Option<String>,
+        refuse_release: bool,
+        calls: Arc<Mutex<Vec<&'static str>>>,
+    }
+
+    impl Source for FakeSource {
+        fn prepare<'a>(
+            &'a mut self,
+            request: &'a WorkspaceRequest,
+            _deadline: Instant,
+        ) -> BoxFuture<'a, Result<PreparedWorkspace, PluginError>> {
+            self.calls.lock().unwrap().push("prepare");
+            let root = self
+                .root
+                .clone()
+                .unwrap_or_else(|| format!("{}/clone", request.scratch_dir));
+            Box::pin(async move {
+                Ok(PreparedWorkspace {
+                    root,
+                    root_kind: RootKind::Create,
+                    readonly: false,
+                    lifetime: Lifetime::Temporary,
+                    scaffold: vec![ScaffoldFile {
+                        path: "README.md".into(),
+                        contents: b"hello".to_vec(),
+                        executable: false,
+                    }],
+                    description: "a fake clone".into(),
+                })
+            })
+        }
+
+        fn release<'a>(
+            &'a mut self,
+            _workspace: &'a PreparedWorkspace,
+            _deadline: Instant,
+        ) -> BoxFuture<'a, Result<(), PluginError>> {
+            self.calls.lock().unwrap().push("release");
+            let refuse = self.refuse_release;
+            Box::pin(async move {
+                if refuse {
+                    return Err(PluginError::Reported {
+                        plugin: "fake-source".into(),
+                        call: "release",
+                        error: Error::Failed("push refused".into()),
+                    });
+                }
+                Ok(())
+            })
+        }
+
+        fn plugin_stdio(&self) -> Vec<u8> {
+            b"fake source says hi\n".to_vec()
+        }
+    }
+
+    const EXECUTION: &str = "  workspace:\n    source: local\n    path: /path/to/project\n  \
+                             agent:\n    driver: fake";
+
+    #[tokio::test]
+    async fn prepare_then_compare_and_release_removes_a_temporary_root() {
+        let test = TestRun::new(EXECUTION);
+        let env = test.env();
+        let source = FakeSource::default();
+        let calls = source.calls.clone();
+        let prepared = prepare(
+            Box::new(source),
+            &env,
+            Instant::now() + Duration::from_secs(5),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("prepare failed"));
+        let root = prepared.workspace.root.clone();
+        assert!(root.join("README.md").is_file());
+        assert!(prepared.workspace.remove_at_cleanup);
+
+        // The agent's work.
+        std::fs::write(root.join("new.txt"), "made by the agent").unwrap();
+        let mut shortfalls = Shortfalls::default();
+        let (changes, compared) = prepared.compare(&env, &mut shortfalls);
+        assert_eq!(changes.from, "snapshot");
+        let paths: Vec<&str> = changes.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["new.txt"]);
+        let record = compared.workspace.record("local".into());
+        assert_eq!(record.description, "a fake clone");
+
+        compared.release(&env, "fake-source", &mut shortfalls).await;
+        assert_eq!(*calls.lock().unwrap(), ["prepare", "release"]);
+        assert!(!root.exists(), "the temporary root is removed at release");
+        assert!(
+            shortfalls.messages().is_empty(),
+            "{:?}",
+            shortfalls.messages()
+        );
+        let log = std::fs::read_to_string(env.folder.path().join("plugins.log")).unwrap();
+        assert!(log.contains("fake source says hi"), "{log}");
+        let events = test.events(&env);
+        assert!(
+            events
+                .iter()
+                .any(|e| e.to_string().contains("workspace: a fake clone")),
+            "{events:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_release_that_fails_is_a_shortfall() {
+        let test = TestRun::new(EXECUTION);
+        let env = test.env();
+        let source = FakeSource {
+            refuse_release: true,
+            ..FakeSource::default()
+        };
+        let prepared = prepare(
+            Box::new(source),
+            &env,
+            Instant::now() + Duration::from_secs(5),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("prepare failed"));
+        let mut shortfalls = Shortfalls::default();
+        let (_, compared) = prepared.compare(&env, &mut shortfalls);
+        compared.release(&env, "fake-source", &mut shortfalls).await;
+        assert_eq!(
+            shortfalls.messages(),
+            ["releasing the workspace: plugin fake-source: release failed: push refused"]
+        );
+        assert!(!shortfalls.left_something());
+    }
+
+    #[tokio::test]
+    async fn a_root_the_host_path_policy_refuses_fails_the_phase_as_invalid() {
+        let test = TestRun::new(EXECUTION);
+        let env = test.env();
+        let source = FakeSource {
+            root: Some("/".into()),
+            ..FakeSource::default()
+        };
+        let Err(Outcome::Failed { status, message }) = prepare(
+            Box::new(source),
+            &env,
+            Instant::now() + Duration::from_secs(5),
+        )
+        .await
+        else {
+            panic!("the root / was accepted");
+        };
+        assert_eq!(status, RunStatus::Invalid);
+        assert!(message.starts_with("the workspace root: "), "{message}");
     }
 }
