@@ -34,6 +34,7 @@ use std::sync::{Arc, OnceLock};
 use crate::host_paths::BindScope;
 use crate::record::EventSink;
 
+pub use labels::RunIdentity;
 pub use sandbox::SandboxBroker;
 pub use unit::{
     Capability, DeleteLeft, HostCapability, HostSectionError, ReclaimError, Reclaimed,

@@ -113,6 +113,7 @@ pub(super) mod fakes {
     //! A `RunEnv` in temporary folders, for the phases' unit tests.
 
     use super::*;
+    use crate::capabilities::RunIdentity;
     use crate::host_paths::PathGrants;
 
     pub struct TestRun {
@@ -142,9 +143,14 @@ pub(super) mod fakes {
             let events =
                 Arc::new(EventSink::new(run_id, &folder.events(), None, redactor.clone()).unwrap());
             let tracker = Tracker::start(self.home.path(), run_id, "test", folder.path()).unwrap();
+            let identity = RunIdentity::new(
+                run_id.to_string(),
+                tracker.owner().to_string(),
+                self.home.path(),
+            );
             RunEnv {
                 spec: &self.spec,
-                ctx: RunContext::describe_only(),
+                ctx: RunContext::new(identity, events.clone(), Default::default()),
                 events,
                 redactor,
                 folder,
