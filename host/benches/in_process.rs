@@ -21,7 +21,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentgate::capabilities::labels::RunIdentity;
+use agentgate::capabilities::RunIdentity;
 use agentgate::capabilities::SandboxBroker;
 use agentgate::record::{EventSink, OutputLogs, Redactor};
 use agentgate::runtime::cache::{ComponentCache, PluginCache, DEFAULT_MAX_BYTES};

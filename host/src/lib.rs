@@ -9,6 +9,8 @@
 //! writes and shows (events, logs, the result), with its secrets masked, is the run
 //! record ([`record`]).
 
+#![warn(missing_docs)]
+
 mod beneath;
 pub mod capabilities;
 pub mod changeset;
@@ -16,16 +18,16 @@ pub mod cli;
 pub mod egress;
 pub mod engine;
 mod env_name;
-pub mod escape;
-pub mod gc;
-pub mod history;
-pub mod home_path;
-pub mod host_paths;
+mod escape;
+mod gc;
+mod history;
+mod home_path;
+mod host_paths;
 pub mod marketplace;
 pub mod procfs;
 pub mod record;
-pub mod registry;
-pub mod report;
+mod registry;
+mod report;
 pub mod runtime;
 pub mod taskspec;
 pub mod wit;

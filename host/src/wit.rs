@@ -158,6 +158,8 @@ pub use v0_1_0::*;
 /// frozen `0.1.0` line): its `types` and `execution` are the line's own, so an
 /// `execution` it hands out is the same host object `docker` and `process` hand out.
 pub mod kubernetes_v0_1_0 {
+    // Generated from the WIT files, where each item is documented.
+    #[allow(missing_docs)]
     mod generated {
         wasmtime::component::bindgen!({
             world: "agentgate:kubernetes/host",
@@ -186,6 +188,8 @@ pub mod kubernetes_v0_1_0 {
 /// exports (`describe` and the kind's interface), the same in every world of a kind.
 /// Which imports a plugin may have is decided by `runtime::grants`.
 pub mod v0_1_0 {
+    // Generated from the WIT files, where each item is documented.
+    #[allow(missing_docs)]
     mod generated {
         wasmtime::component::bindgen!({
             world: "host",
@@ -205,6 +209,7 @@ pub mod v0_1_0 {
     }
 
     /// The `workspace-source` world.
+    #[allow(missing_docs)] // generated; documented in the WIT files
     pub mod workspace_source {
         wasmtime::component::bindgen!({
             world: "workspace-source",
@@ -221,6 +226,7 @@ pub mod v0_1_0 {
     }
 
     /// The `sandbox-provider` world.
+    #[allow(missing_docs)] // generated; documented in the WIT files
     pub mod sandbox_provider {
         wasmtime::component::bindgen!({
             world: "sandbox-provider",
@@ -238,6 +244,7 @@ pub mod v0_1_0 {
     }
 
     /// The `agent-driver` world.
+    #[allow(missing_docs)] // generated; documented in the WIT files
     pub mod agent_driver {
         wasmtime::component::bindgen!({
             world: "agent-driver",

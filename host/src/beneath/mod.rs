@@ -36,7 +36,7 @@
 //! Nothing here knows a pod, a repository or a run: callers say what a refusal means.
 //! The walk's messages speak of "the workspace", the tree it reads for the change set.
 
-pub mod archive;
+pub(crate) mod archive;
 mod open;
 mod walk;
 mod write;

@@ -12,19 +12,19 @@
 //! record ([`crate::record`]). `execution` is not a capability: it is the handle type
 //! the `process`, `docker` and `sandbox` capabilities hand out.
 
-pub mod docker;
-pub mod events;
-pub mod execution;
+pub(crate) mod docker;
+pub(crate) mod events;
+pub(crate) mod execution;
 pub mod git;
-pub mod github;
-pub mod http;
-pub mod kubernetes;
-pub mod labels;
-pub mod process;
-pub mod sandbox;
-pub mod scope;
+pub(crate) mod github;
+pub(crate) mod http;
+pub(crate) mod kubernetes;
+pub(crate) mod labels;
+pub(crate) mod process;
+pub(crate) mod sandbox;
+pub(crate) mod scope;
 mod unit;
-pub mod view;
+pub(crate) mod view;
 
 use std::any::Any;
 use std::collections::BTreeMap;

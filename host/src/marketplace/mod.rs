@@ -12,17 +12,17 @@
 //! (the installed bytes), `trust.toml` ([`trust`]) and `revocations.json`
 //! ([`revocation`]).
 
-pub mod component;
-pub mod consent;
-pub mod fetch;
-pub mod install;
-pub mod load;
-pub mod lockfile;
+pub(crate) mod component;
+pub(crate) mod consent;
+pub(crate) mod fetch;
+pub(crate) mod install;
+pub(crate) mod load;
+pub(crate) mod lockfile;
 pub mod oci;
-pub mod publish;
-pub mod revocation;
+pub(crate) mod publish;
+pub(crate) mod revocation;
 pub mod signature;
-pub mod trust;
+pub(crate) mod trust;
 
 use std::path::{Path, PathBuf};
 

@@ -9,9 +9,9 @@
 //! own cleanup left something) drives the sandbox providers, so it lives above them,
 //! in `gc`.
 
-pub mod orphan;
-pub mod owner;
-pub mod store;
+pub(crate) mod orphan;
+pub(crate) mod owner;
+pub(crate) mod store;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

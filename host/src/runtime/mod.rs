@@ -14,13 +14,13 @@
 
 mod builtin;
 pub mod cache;
-pub mod catalog;
+pub(crate) mod catalog;
 mod description;
 mod engine_config;
-pub mod grants;
+pub(crate) mod grants;
 #[cfg(test)]
 mod grants_tests;
-pub mod instance;
+pub(crate) mod instance;
 mod limits;
 mod loader;
 mod state;

@@ -18,7 +18,7 @@ mod limits;
 mod model;
 mod options;
 #[doc(hidden)]
-pub mod robustness;
+pub(crate) mod robustness;
 mod schema;
 mod strict;
 mod units;

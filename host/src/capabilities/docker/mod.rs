@@ -14,9 +14,9 @@ mod container;
 mod exec;
 mod image;
 mod init;
-pub mod policy;
+pub(crate) mod policy;
 mod scope;
-pub mod unit;
+pub(crate) mod unit;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The host side of `agentgate:plugin/events`: a plugin's events go into the run's
 //! [`EventSink`](crate::record::EventSink), which masks, bounds and records them.
 
-pub mod unit;
+pub(crate) mod unit;
 
 use crate::capabilities::PluginView;
 use crate::record::EventBody;

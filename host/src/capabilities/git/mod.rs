@@ -19,7 +19,7 @@ pub mod credentials;
 mod error;
 mod host_repo;
 mod scope;
-pub mod unit;
+pub(crate) mod unit;
 
 mod commit;
 

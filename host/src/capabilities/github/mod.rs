@@ -14,7 +14,7 @@ mod client;
 mod error;
 mod repos;
 mod scope;
-pub mod unit;
+pub(crate) mod unit;
 
 pub use client::{API_URL_VAR, TOKEN_VAR};
 pub use error::GithubError;

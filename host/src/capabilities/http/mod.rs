@@ -17,7 +17,7 @@
 //! ([`scope`]).
 
 mod scope;
-pub mod unit;
+pub(crate) mod unit;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -29,7 +29,7 @@ mod pod;
 mod scope;
 mod stats;
 use crate::beneath::archive as transfer;
-pub mod unit;
+pub(crate) mod unit;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

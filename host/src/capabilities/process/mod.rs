@@ -11,17 +11,17 @@
 //! `agentgate doctor` asks the same functions ([`bubblewrap`], [`UserNamespaces`],
 //! [`probe_sealed`], ...).
 
-pub mod cgroup;
+pub(crate) mod cgroup;
 mod init_file;
 mod isolation;
-pub mod landlock;
+pub(crate) mod landlock;
 mod memfd;
 mod network;
 mod pump;
 mod scope;
 mod sealed;
-pub mod seccomp;
-pub mod unit;
+pub(crate) mod seccomp;
+pub(crate) mod unit;
 mod userns;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};

@@ -7,7 +7,7 @@
 //! File operations act on the workspace through a `cap_std` directory handle, so no
 //! path a driver supplies (`..`, absolute, symlinks) can leave it.
 
-pub mod unit;
+pub(crate) mod unit;
 
 use std::io::Write;
 use std::sync::Arc;
