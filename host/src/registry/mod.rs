@@ -18,9 +18,7 @@ use std::sync::{Arc, Mutex};
 
 pub use orphan::{effective_state, is_orphan};
 pub use owner::{Liveness, Owner};
-pub use store::{
-    now_ms, NewRun, NewSandbox, Registry, RegistryError, RunRow, RunState, SandboxRow,
-};
+pub use store::{now_ms, NewRun, NewSandbox, Registry, RegistryError, RunRow, RunState};
 
 /// A run's handle on the registry: records its phases and beats its heartbeat until
 /// dropped.

@@ -35,8 +35,8 @@ use crate::wit::execution::Execution as WitExecution;
 use crate::wit::types::{Error, ExecRequest, Label, ResourceUsage};
 use container::{Container, Guard};
 use policy::Policy;
+pub use scope::DockerGrant;
 use scope::DockerScope;
-pub use scope::{normalize_image, DockerGrant};
 
 pub use client::{engine_address, local_socket, ENGINE_FIX};
 /// Where a command runs: shared with the other container capabilities.

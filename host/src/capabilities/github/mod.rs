@@ -16,7 +16,7 @@ mod repos;
 mod scope;
 pub(crate) mod unit;
 
-pub use client::{API_URL_VAR, TOKEN_VAR};
+pub use client::TOKEN_VAR;
 pub use error::GithubError;
 
 use crate::capabilities::PluginView;

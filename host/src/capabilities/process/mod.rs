@@ -44,7 +44,7 @@ use crate::wit::types::{Error, NetworkMode, ResourceUsage};
 use scope::ProcessScope;
 
 use cgroup::{Cgroup, CgroupError, CgroupLimits};
-pub use init_file::{init_file, InitFile};
+pub use init_file::init_file;
 pub use isolation::{default_limits, Isolation};
 pub use network::{open_tun, slirp4netns, SLIRP4NETNS_FIX, TUN_FIX};
 pub use sealed::{bubblewrap, BUBBLEWRAP_FIX, MIN_BUBBLEWRAP};

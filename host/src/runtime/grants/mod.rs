@@ -37,8 +37,8 @@ use crate::capabilities::{Capability, HostSections};
 use crate::home_path::{absolute_host_path, HomePathError};
 use crate::host_paths::PathGrants;
 
-pub use builtin::{base_url_variables, builtin_granted, kind_capabilities};
-pub use imports::{classify_import, classify_imports, Import, ImportKind, Imports};
+pub use builtin::{base_url_variables, builtin_granted};
+pub use imports::{classify_imports, ImportKind, Imports};
 pub use market::MarketSettings;
 pub use refusal::{check, Refusal};
 
