@@ -36,8 +36,6 @@ use super::{write_atomically, MarketError};
 
 /// The type of a revocation list statement.
 pub const REVOCATIONS_STATEMENT: &str = "agentgate.revocations/v1";
-/// How old the fetched lists may be before a run fetches them again.
-pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(3600);
 
 /// Why a list is too old to rely on.
 #[derive(Debug, thiserror::Error)]

@@ -157,6 +157,7 @@ pub(crate) fn check_depth(text: &str) -> Result<(), SpecError> {
 
 /// The deepest nesting `check_depth` measures in `text`, whatever it is; `robustness` checks it
 /// against what serde_yaml builds.
+#[cfg(any(test, fuzzing))]
 pub(crate) fn nesting_depth(text: &str) -> usize {
     let mut scan = DepthScan::new(text, usize::MAX);
     let _ = scan.run();

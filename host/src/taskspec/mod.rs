@@ -18,6 +18,8 @@ mod limits;
 mod model;
 mod options;
 #[doc(hidden)]
+// The properties the property tests and the fuzz target (fuzz/) check.
+#[cfg(any(test, fuzzing))]
 pub(crate) mod robustness;
 mod schema;
 mod strict;
