@@ -22,13 +22,16 @@ pub enum HostPattern {
     Name(String),
     /// Names strictly below this one (`*.example.com` holds `example.com`).
     Subdomains(String),
+    /// One address; an IPv4-mapped IPv6 address is kept as its IPv4 address.
     Ip(IpAddr),
 }
 
 /// One allowlist entry.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Destination {
+    /// The host or hosts the entry allows.
     pub host: HostPattern,
+    /// The one port allowed on them.
     pub port: u16,
 }
 
@@ -37,13 +40,16 @@ pub struct Destination {
 pub enum TargetHost {
     /// Lower-case, without a trailing dot.
     Name(String),
+    /// An address literal; an IPv4-mapped IPv6 address is kept as its IPv4 address.
     Ip(IpAddr),
 }
 
 /// A destination a client asks for (`CONNECT host:port`, or an absolute URI's authority).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Target {
+    /// The name or address asked for.
     pub host: TargetHost,
+    /// The port asked for.
     pub port: u16,
 }
 
@@ -51,26 +57,39 @@ pub struct Target {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DestinationError {
+    /// A `*.` wildcard is put before an IP address.
     #[error("`*.` goes before a DNS name, not an address")]
     WildcardAddress,
+    /// A `[` opens an IPv6 address that no `]` closes.
     #[error("an IPv6 address needs its closing `]`")]
     UnclosedBracket,
+    /// There is no `:port`, or it is empty.
     #[error("the port is missing (host:port)")]
     MissingPort,
+    /// The port (carried) is not a number from 1 to 65535 without leading zeros.
     #[error("`{0}` is not a port (1-65535)")]
     BadPort(String),
+    /// The text in brackets (carried) is not an IPv6 address.
     #[error("`{0}` is not an IPv6 address")]
     BadIpv6(String),
+    /// An IPv6 address is written without brackets.
     #[error("an IPv6 address goes in brackets: [2001:db8::1]:443")]
     UnbracketedIpv6,
+    /// The host before `:port` is empty.
     #[error("the host is missing")]
     MissingHost,
+    /// The name is longer than 253 characters.
     #[error("a DNS name has at most 253 characters")]
     NameTooLong,
+    /// A label of the host (carried) is empty or longer than 63 characters.
     #[error("`{0}` is not a DNS name (labels of 1 to 63 characters)")]
     BadLabelLength(String),
+    /// A label of the host (carried) has a character other than letters, digits, `-` and `_`,
+    /// or starts or ends with `-`.
     #[error("`{0}` is not a DNS name (letters, digits, `-` and `_` only; `*.` only at the start)")]
     BadLabel(String),
+    /// The host's last label (host carried) is all digits or starts with `0x`: an address in
+    /// disguise, not a name.
     #[error("`{0}` is neither a DNS name nor an IPv4 address")]
     NumericName(String),
 }

@@ -43,22 +43,30 @@ pub(crate) const COST_PATTERN: &str = r"^\$?[0-9]+(\.[0-9]{1,2})?$";
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum QuantityError {
+    /// The text (carried) is not digits with an optional Ki, Mi, Gi or Ti suffix.
     #[error(
         "\"{0}\" is not a byte quantity; expected an integer with Ki, Mi, Gi or Ti (e.g. \"4Gi\")"
     )]
     NotBytes(String),
+    /// The byte quantity (text carried) is zero or above `MAX_BYTES`.
     #[error("\"{0}\" is out of range; expected 1 to 1024Ti")]
     BytesOutOfRange(String),
+    /// The text (carried) is not digits followed by s, m, h or d.
     #[error("\"{0}\" is not a duration; expected an integer with s, m, h or d (e.g. \"30m\")")]
     NotDuration(String),
+    /// The duration (text carried) is zero or longer than `MAX_DURATION`.
     #[error("\"{0}\" is out of range; expected 1s to {max}", max = format_duration(MAX_DURATION))]
     DurationOutOfRange(String),
+    /// The number of cores (carried) is below 0.1 or above `MAX_CORES`.
     #[error("{0} cores is out of range; expected 0.1 to {MAX_CORES}")]
     CoresOutOfRange(f64),
+    /// The text (carried) is not dollars with at most two decimals, with or without `$`.
     #[error("\"{0}\" is not an amount of money; expected US dollars such as \"$5.00\"")]
     NotMoney(String),
+    /// The cost limit (text carried) is zero.
     #[error("\"{0}\" is zero; a cost limit must be more than $0")]
     ZeroCost(String),
+    /// The cost limit (text carried) is above `MAX_COST_USD`.
     #[error("\"{0}\" is out of range; expected $0.01 to ${MAX_COST_USD}")]
     CostOutOfRange(String),
 }

@@ -51,34 +51,46 @@ const ALL_KEYS: &[&str] = &[
 pub struct WorkspaceSpec {
     /// `local`, `git`, `github`, `github-new`, `fresh`, or a plugin's source name.
     pub source: String,
+    /// The checked settings of a built-in source, or `Plugin` for a plugin's source.
     pub kind: WorkspaceKind,
+    /// Settings for the source's plugin, passed through unread; empty when absent.
     pub options: Options,
 }
 
 /// The settings of each built-in source.
 #[derive(Debug, Clone)]
 pub enum WorkspaceKind {
+    /// `source: local`: an existing host directory.
     Local(LocalWorkspace),
+    /// `source: git`: a clone from any git server.
     Git(GitWorkspace),
+    /// `source: github`: a clone of a GitHub repository or of a fork of it.
     Github(GithubWorkspace),
+    /// `source: github-new`: a new GitHub repository, created and cloned.
     GithubNew(GithubNewWorkspace),
+    /// `source: fresh`: a new directory scaffolded from a template.
     Fresh(FreshWorkspace),
     /// A marketplace plugin's source: everything is in `options`.
     Plugin,
 }
 
+/// Settings of `source: local`: an existing host directory, never created or removed.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalWorkspace {
     /// Absolute host path.
     pub path: String,
+    /// Mount the workspace read-only; the sandbox enforces it or refuses to start. Default
+    /// false.
     #[serde(default)]
     pub readonly: bool,
 }
 
+/// Settings of `source: git`: a clone from any git server into the run folder.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GitWorkspace {
+    /// Repository URL to clone; a URL with a password is refused.
     pub url: String,
     /// Branch, tag or commit.
     #[serde(rename = "ref")]
@@ -86,6 +98,7 @@ pub struct GitWorkspace {
     /// Shallow clone depth, at least 1.
     #[schemars(range(min = 1))]
     pub depth: Option<u32>,
+    /// How to authenticate the clone; none when unset.
     pub credentials: Option<GitCredentials>,
 }
 
@@ -97,27 +110,46 @@ pub struct GitWorkspace {
     rename_all_fields = "camelCase"
 )]
 pub enum GitCredentials {
-    Token { token: String },
-    Ssh { key_path: String },
-    Env { env_var: String },
+    /// A token written in the TaskSpec, usually as `${VAR}`.
+    Token {
+        /// The token.
+        token: String,
+    },
+    /// An SSH private key.
+    Ssh {
+        /// Path of the private key file.
+        key_path: String,
+    },
+    /// A token read from the host's environment.
+    Env {
+        /// Name of the environment variable that holds the token.
+        env_var: String,
+    },
 }
 
+/// Settings of `source: github`: a clone of a GitHub repository, or of a fork of it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GithubWorkspace {
+    /// User or organization that owns the repository.
     pub owner: String,
+    /// Repository name.
     pub repo: String,
+    /// Branch, tag or commit; the default branch when unset.
     #[serde(rename = "ref")]
     pub git_ref: Option<String>,
+    /// Fork the repository first and clone the fork. Default false.
     #[serde(default)]
     pub fork: bool,
 }
 
+/// Settings of `source: github-new`: a new GitHub repository, created and cloned.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GithubNewWorkspace {
     /// User or organization; the token's user when unset.
     pub owner: Option<String>,
+    /// Name of the repository to create.
     pub repo_name: String,
     /// Private unless `private: false` is written, so that what an agent writes is not
     /// published by accident.
@@ -126,15 +158,22 @@ pub struct GithubNewWorkspace {
     /// Template repository, `owner/repo`.
     #[schemars(regex(pattern = r"^[^/]+/[^/]+$"))]
     pub template: Option<String>,
+    /// The new repository's description on GitHub.
     pub description: Option<String>,
 }
 
+/// Settings of `source: fresh`: a new directory scaffolded from a template.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FreshWorkspace {
+    /// Absolute host path of the new directory, refused if it exists and is not empty; a
+    /// scratch directory in the run folder when unset.
     pub dest_path: Option<String>,
+    /// Project scaffold to write; `empty` when unset.
     #[serde(default)]
     pub template: FreshTemplate,
+    /// Project name, rewritten into a valid name for the template's ecosystem; the last
+    /// part of `destPath`, or `project`, when unset.
     pub project_name: Option<String>,
 }
 
@@ -146,11 +185,17 @@ fn private_by_default() -> bool {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum FreshTemplate {
+    /// A Node.js project in TypeScript.
     NodeTypescript,
+    /// A Node.js project in JavaScript.
     NodeJavascript,
+    /// A Python project.
     Python,
+    /// A Cargo project.
     Rust,
+    /// A Go module.
     Go,
+    /// No files: an empty directory.
     #[default]
     Empty,
 }
