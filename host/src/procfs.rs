@@ -12,8 +12,11 @@ use std::io;
 pub struct Stat {
     /// `R`, `S`, `D`, `T`, `Z`, ... (field 3).
     pub state: char,
+    /// The parent's pid (field 4).
     pub parent: libc::pid_t,
+    /// The process group (field 5).
     pub process_group: libc::pid_t,
+    /// The session (field 6).
     pub session: libc::pid_t,
     /// Clock ticks from boot to the process's start (field 22).
     pub start_ticks: u64,

@@ -50,7 +50,9 @@ pub const SUPPORTED_LINES: &[ContractLine] = &[ContractLine {
 /// a release, as `agentgate:kubernetes`), with the versions of it this host links.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExtensionPackage {
+    /// The package name without a version, e.g. `agentgate:kubernetes`.
     pub package: &'static str,
+    /// Its versions this host links, e.g. `0.1.0`.
     pub versions: &'static [&'static str],
 }
 
@@ -63,14 +65,34 @@ pub const EXTENSION_PACKAGES: &[ExtensionPackage] = &[ExtensionPackage {
 /// A component built against a version of the contract this host does not link.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LineError {
+    /// It names an interface of [`PACKAGE`] in a version not in [`SUPPORTED_LINES`], or
+    /// without a version.
     #[error("it was built against {line} (it uses {interface}), which this host does not link; this host links {}: rebuild the plugin against one of them", supported_text())]
-    Unsupported { line: String, interface: String },
+    Unsupported {
+        /// The version it names, as `agentgate:plugin@<version>` (or "without a
+        /// version").
+        line: String,
+        /// The import or export name that carries it.
+        interface: String,
+    },
+    /// It names interfaces of two different versions of [`PACKAGE`].
     #[error("it uses two versions of {PACKAGE} ({first} and {second}); a plugin is built against one: rebuild it against one of {}", supported_text())]
-    Mixed { first: String, second: String },
+    Mixed {
+        /// The first interface name seen, of one version.
+        first: String,
+        /// An interface name of another version.
+        second: String,
+    },
+    /// It names an interface of an [`ExtensionPackage`] in a version this host does not
+    /// link, or without a version.
     #[error("it was built against {line} (it uses {interface}), which this host does not link; this host links {supported}: rebuild the plugin against one of them")]
     UnsupportedExtension {
+        /// The extension version it names, as `<package>@<version>` (or "without a
+        /// version").
         line: String,
+        /// The import or export name that carries it.
         interface: String,
+        /// The extension's versions this host links, comma-separated.
         supported: String,
     },
 }

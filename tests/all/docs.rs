@@ -17,21 +17,24 @@ fn repository() -> PathBuf {
         .to_path_buf()
 }
 
-/// README.md and every `*.md` below `docs/`, sorted.
+/// Every `*.md` of the repository (the README, the book, the crates' and folders'
+/// READMEs), outside build output, dependencies and hidden folders; sorted.
 fn documents() -> Vec<PathBuf> {
     fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
             let path = entry.expect("directory entry").path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
             if path.is_dir() {
-                walk(&path, found);
+                if !name.starts_with('.') && !["target", "node_modules"].contains(&name) {
+                    walk(&path, found);
+                }
             } else if path.extension().is_some_and(|e| e == "md") {
                 found.push(path);
             }
         }
     }
-    let root = repository();
-    let mut found = vec![root.join("README.md")];
-    walk(&root.join("docs"), &mut found);
+    let mut found = Vec::new();
+    walk(&repository(), &mut found);
     found.sort();
     found
 }
@@ -183,7 +186,7 @@ fn well_formed_url(url: &str) -> bool {
 }
 
 #[test]
-fn every_link_in_the_readme_and_the_book_reaches_its_target() {
+fn every_link_in_the_repositorys_documents_reaches_its_target() {
     let root = repository();
     let mut broken = Vec::new();
     for document in documents() {
@@ -256,7 +259,7 @@ fn the_readme_is_a_front_page() {
 }
 
 #[test]
-fn no_line_of_the_readme_or_the_book_is_too_long() {
+fn no_line_of_the_repositorys_documents_is_too_long() {
     let root = repository();
     let mut long = Vec::new();
     for document in documents() {

@@ -26,6 +26,7 @@ pub const LABEL_HOME: &str = "io.agentgate.home";
 /// Whose a run's objects are: what the labels on everything made for it say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunIdentity {
+    /// The run's id (the `io.agentgate.run-id` label).
     pub run_id: String,
     /// The agentgate process that runs it, as the registry writes its owner
     /// (`pid=…,start=…,boot=…,pidns=…`), for `agentgate gc`.

@@ -100,7 +100,10 @@ pub type HostSections = BTreeMap<Capability, serde_yaml::Value>;
 /// allowed `host:port`s the in-sandbox relays listen for.
 #[derive(Debug, Clone)]
 pub struct EgressGate {
+    /// The host folder holding the proxy's socket (and, for containers, the
+    /// sandbox's `/etc/hosts` and `/etc/resolv.conf`).
     pub socket_dir: std::path::PathBuf,
+    /// The `host:port`s the run may reach, which the in-sandbox relays listen for.
     pub allow: Vec<String>,
 }
 
@@ -153,9 +156,11 @@ pub use crate::egress::{
 /// run (its id and identity, events, the folders its sandbox may bind, the folders its
 /// workspace source may act in, its sandbox), and each capability's own per-run state.
 pub struct RunContext {
+    /// The run's id.
     pub run_id: String,
     /// Whose the run's objects are; `None` while a plugin is only being described.
     identity: Option<labels::RunIdentity>,
+    /// Where the run's events go (the run record).
     pub events: Arc<EventSink>,
     /// Each capability's per-run state ([`HostCapability::run_state`]), by name.
     states: BTreeMap<&'static str, Arc<dyn Any + Send + Sync>>,

@@ -128,19 +128,25 @@ pub enum ReclaimError {
     /// Removing what it made of the run (its `kind`, plural: `cgroups`) failed.
     #[error("removing its {kind}: {source}")]
     Removing {
+        /// What it made, plural (`cgroups`).
         kind: &'static str,
+        /// The capability's own error.
         #[source]
         source: Cause,
     },
     /// Some of what it held was not deleted: one entry per object, naming it and why.
     #[error("{}", .failures.join("; "))]
-    NotDeleted { failures: Vec<String> },
+    NotDeleted {
+        /// One line per object not deleted: its name and why.
+        failures: Vec<String>,
+    },
 }
 
 /// A capability name this host does not have ([`Capability`]'s `FromStr`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown capability {name:?}; expected one of {}", NAMES.join(", "))]
 pub struct UnknownCapability {
+    /// The name as given.
     pub name: String,
 }
 
@@ -149,6 +155,7 @@ pub struct UnknownCapability {
 pub struct Reclaimed {
     /// What they are, plural (`cgroups`): the key in `gc --json`.
     pub kind: &'static str,
+    /// The objects removed (or, on a dry run, that would be), by name.
     pub names: Vec<String>,
 }
 
@@ -172,14 +179,17 @@ impl Capability {
         Capability::all().find(|c| c.unit().interfaces().contains(&interface))
     }
 
+    /// The capability's implementation.
     pub fn unit(self) -> &'static dyn HostCapability {
         super::ALL[self.0 as usize]
     }
 
+    /// Its name in `grants.yaml`, `--grant` and messages ([`HostCapability::name`]).
     pub fn name(self) -> &'static str {
         self.unit().name()
     }
 
+    /// What it lets a plugin do, in a few words ([`HostCapability::summary`]).
     pub fn summary(self) -> &'static str {
         self.unit().summary()
     }

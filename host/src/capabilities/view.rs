@@ -121,8 +121,11 @@ impl StoreStates {
 
 /// What a capability may make its per-store state from.
 pub struct StoreSetup<'a> {
+    /// The plugin's name.
     pub plugin: &'a Arc<str>,
+    /// The effective scope of each capability the plugin was granted.
     pub scopes: &'a Scopes,
+    /// The run the store works for.
     pub run: &'a Arc<RunContext>,
     /// The bounds of a plugin's outgoing HTTP requests, from the runtime's limits.
     pub http: super::http::HttpLimits,

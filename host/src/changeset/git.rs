@@ -91,10 +91,13 @@ const MODE_LINK: i32 = 0o120000;
 const MODE_EXEC: i32 = 0o100755;
 const MODE_FILE: i32 = 0o100644;
 
+/// Why the change set of a git workspace could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum GitChangesError {
+    /// git could not read the repository's objects or index.
     #[error("reading the git repository: {0}")]
     Git(#[from] git2::Error),
+    /// The work tree could not be walked.
     #[error(transparent)]
     Walk(#[from] WalkError),
 }

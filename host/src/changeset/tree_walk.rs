@@ -34,14 +34,27 @@ use crate::record::EntryKind;
 /// Why a whole walk of the workspace could not be done.
 #[derive(Debug, thiserror::Error)]
 pub enum WalkError {
+    /// The workspace's root could not be opened or read.
     #[error("reading the workspace root: {0}")]
     Root(std::io::Error),
     #[error("{path} was moved while the workspace was being read")]
-    Moved { path: String },
+    /// A directory was replaced while it was read, so the walk cannot vouch for it.
+    Moved {
+        /// The directory, relative to the workspace.
+        path: String,
+    },
     #[error("the workspace holds more entries than {limit} bytes of paths and records allow; it is not read further")]
-    TooLarge { limit: u64 },
+    /// The walk's memory bound was reached.
+    TooLarge {
+        /// The bound, in bytes.
+        limit: u64,
+    },
     #[error("the workspace was not read to the end within {secs} s")]
-    OutOfTime { secs: u64 },
+    /// The walk's time bound was reached.
+    OutOfTime {
+        /// The bound, in seconds.
+        secs: u64,
+    },
 }
 
 impl From<beneath::WalkError> for WalkError {

@@ -38,6 +38,7 @@ use interrupt::Interrupts;
     version,
     about = "Run AI coding agents on tasks, in sandboxes, through WebAssembly plugins."
 )]
+/// The command line: global options and one subcommand.
 pub struct Cli {
     /// Where runs, caches and grants live; a relative path is taken from the current
     /// directory.
@@ -119,6 +120,8 @@ pub(crate) const EXIT_INVALID: u8 = 2;
 /// Exit code for a host or plugin failure.
 pub(crate) const EXIT_ERROR: u8 = 3;
 
+/// Parses the command line, runs the subcommand on a Tokio runtime and returns its
+/// exit code (listed in `docs/commands.md`).
 pub fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

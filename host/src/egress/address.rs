@@ -15,15 +15,26 @@ use ipnet::{Ipv4Net, Ipv6Net};
 /// Why an address is not a public destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SpecialRange {
+    /// `0.0.0.0/8`, `::`.
     Unspecified,
+    /// `127.0.0.0/8`, `::1`: the host itself.
     Loopback,
+    /// `10/8`, `172.16/12`, `192.168/16`, `fc00::/7`: the local network.
     Private,
+    /// `169.254/16` (cloud metadata among it), `fe80::/10`, `fec0::/10`.
     LinkLocal,
+    /// `100.64.0.0/10`, carrier-grade NAT.
     SharedAddressSpace,
+    /// `192.0.2/24`, `198.51.100/24`, `203.0.113/24`, `2001:db8::/32`, `3fff::/20`.
     Documentation,
+    /// `198.18.0.0/15`.
     Benchmarking,
+    /// `224.0.0.0/4`, `ff00::/8`.
     Multicast,
+    /// `255.255.255.255`.
     Broadcast,
+    /// Other special-purpose blocks (`240/4`, `192.0.0/24`, IPv4-compatible `::/96`,
+    /// `2001::/23`, ...).
     Reserved,
     /// IPv6 forms that carry or translate to another address (NAT64, 6to4, Teredo).
     Translation,

@@ -27,8 +27,11 @@ pub struct Allowlist {
      *.example.com:443, 203.0.113.7:80 or [2001:db8::1]:443"
 )]
 pub struct BadDestination {
+    /// The entry's place in the list, from 0.
     pub index: usize,
+    /// The entry as written.
     pub entry: String,
+    /// What is wrong with it.
     pub reason: DestinationError,
 }
 
@@ -49,10 +52,12 @@ impl Allowlist {
         Ok(Allowlist { entries })
     }
 
+    /// The entries, in the order written.
     pub fn entries(&self) -> &[Destination] {
         &self.entries
     }
 
+    /// Whether there are no entries, so nothing is allowed.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -89,6 +94,8 @@ impl Allowlist {
 }
 
 impl Destination {
+    /// Whether this entry allows `target`: same port, and the same name, a name below a
+    /// `*.` entry's, or the same address.
     pub fn matches(&self, target: &Target) -> bool {
         self.port == target.port
             && match (&self.host, &target.host) {

@@ -19,6 +19,7 @@ use super::resolver::Resolver;
 pub struct Policy {
     /// The TaskSpec's `sandbox.egress.allow`.
     pub allow: Allowlist,
+    /// The operator's cap from `grants.yaml`, checked again on every connection.
     pub cap: OperatorCap,
     /// Resolves allowed names, once per connection.
     pub resolver: Resolver,
@@ -36,18 +37,26 @@ pub struct OperatorCap {
 /// A TaskSpec entry the operator's cap does not permit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CapViolation {
+    /// An entry overlaps one of the cap's `never` entries.
     #[error("[{index}] `{entry}` is refused by the operator (grants.yaml never allows `{never}`)")]
     Never {
+        /// The entry's place in `sandbox.egress.allow`, from 0.
         index: usize,
+        /// The TaskSpec's entry.
         entry: String,
+        /// The `never` entry it overlaps.
         never: String,
     },
     #[error(
         "[{index}] `{entry}` is outside what the operator allows (grants.yaml allows only {only})"
     )]
+    /// The cap has an `only` list and no entry of it covers this entry.
     NotOnly {
+        /// The entry's place in `sandbox.egress.allow`, from 0.
         index: usize,
+        /// The TaskSpec's entry.
         entry: String,
+        /// The `only` entries, listed for the message.
         only: String,
     },
 }

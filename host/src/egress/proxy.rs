@@ -74,20 +74,29 @@ impl Default for Limits {
     }
 }
 
+/// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
+    /// The socket's folder is missing, not a folder, not owned by the host's user, or open
+    /// to others.
     #[error(
         "the proxy's socket folder {folder} must be a folder only its owner can enter (mode 0700, owned by uid {uid}): {problem}"
     )]
     SocketFolder {
+        /// The folder the socket would be in.
         folder: PathBuf,
+        /// The host's effective user id, which must own the folder.
         uid: u32,
+        /// What is wrong with the folder.
         #[source]
         problem: FolderProblem,
     },
+    /// Binding the socket, or making it writable for the sandbox, failed.
     #[error("cannot listen on {path}: {source}")]
     Listen {
+        /// The socket's path.
         path: PathBuf,
+        /// The error from binding the socket or setting its mode.
         source: std::io::Error,
     },
 }
@@ -133,6 +142,7 @@ impl Proxy {
         Proxy::start_with_limits(policy, socket_path, events, Limits::default()).await
     }
 
+    /// Like [`Proxy::start`], with the given limits.
     pub async fn start_with_limits(
         policy: Policy,
         socket_path: &Path,

@@ -25,23 +25,37 @@ pub struct Resolver {
 /// What hickory reports, kept as the source of a [`ResolverError`].
 type Cause = Box<dyn std::error::Error + Send + Sync>;
 
+/// Why a resolver could not be made or a name did not resolve.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ResolverError {
+    /// The host's resolver configuration (`/etc/resolv.conf`) could not be read.
     #[error("cannot read the system's resolver configuration: {0}")]
     SystemConfig(#[source] Cause),
+    /// The resolver could not be built from its configuration.
     #[error("cannot build the resolver: {0}")]
     Build(#[source] Cause),
+    /// The lookup failed (no such name, server failure, a network error).
     #[error("`{name}` did not resolve: {source}")]
     Lookup {
+        /// The name looked up, without a trailing dot.
         name: String,
+        /// hickory's error.
         #[source]
         source: Cause,
     },
+    /// No answer within the lookup timeout (5 s, all attempts included).
     #[error("`{name}` did not resolve: no answer in time")]
-    TimedOut { name: String },
+    TimedOut {
+        /// The name looked up, without a trailing dot.
+        name: String,
+    },
+    /// The answer held no address.
     #[error("`{name}` did not resolve: no address")]
-    NoAddress { name: String },
+    NoAddress {
+        /// The name looked up, without a trailing dot.
+        name: String,
+    },
 }
 
 /// How long one lookup may take, all attempts included.

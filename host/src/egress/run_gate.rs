@@ -37,8 +37,10 @@ const FIELD: &str = "spec.execution.sandbox.egress.allow";
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CapRefusal {
+    /// An entry is not `host:port`.
     #[error("{FIELD}{0}")]
     Destination(#[source] BadDestination),
+    /// An entry is outside the operator's cap in grants.yaml.
     #[error("{FIELD}{0}; ask the operator, or remove that entry")]
     Cap(#[source] CapViolation),
 }
@@ -56,20 +58,29 @@ pub enum GateError {
     /// The TaskSpec's allowlist names a bad destination: the TaskSpec is invalid.
     #[error("{FIELD}: {0}")]
     Destination(#[source] BadDestination),
+    /// The proxy's resolver could not be set up.
     #[error("the egress proxy's resolver: {0}")]
     Resolver(#[source] ResolverError),
+    /// The gate's folder could not be created (it exists already, or its parent is
+    /// missing or not writable).
     #[error("creating the egress proxy's folder {}: {source}", .path.display())]
     Folder {
+        /// The folder asked for.
         path: PathBuf,
+        /// Why creating it failed.
         #[source]
         source: std::io::Error,
     },
+    /// The sandbox's `hosts` or `resolv.conf` could not be written in the gate's folder.
     #[error("writing the sandbox's {name}: {source}")]
     NameFile {
+        /// The file's name in the folder.
         name: &'static str,
+        /// Why writing it failed.
         #[source]
         source: std::io::Error,
     },
+    /// The proxy did not start.
     #[error("starting the egress proxy: {0}")]
     Proxy(#[source] ProxyError),
 }
@@ -78,6 +89,7 @@ pub enum GateError {
 /// `egress:` in grants.yaml.
 #[derive(Debug, Clone)]
 pub struct GateGrants {
+    /// What the operator lets a TaskSpec allow.
     pub cap: OperatorCap,
     /// The one nameserver the proxy resolves with; the host's configuration when unset.
     pub nameserver: Option<SocketAddr>,
@@ -92,7 +104,9 @@ pub struct RunGate {
 /// What stopping the gate found: the proxy's report, and the folder when it could not
 /// be removed.
 pub struct Stopped {
+    /// What the proxy let through and refused during the run.
     pub report: EgressReport,
+    /// The folder left behind and why removing it failed; `None` when it is gone.
     pub left: Option<(PathBuf, std::io::Error)>,
 }
 

@@ -12,6 +12,7 @@ pub enum RunError {
     /// The TaskSpec cannot run here; the text (masked) says why.
     #[error("{0}")]
     Invalid(String),
+    /// The host could not record the run.
     #[error(transparent)]
     Host(HostFailure),
 }
@@ -37,6 +38,7 @@ impl HostFailure {
         }
     }
 
+    /// What failed, unmasked: for code that matches on it, never for printing.
     pub fn cause(&self) -> &StartError {
         &self.cause
     }
@@ -49,15 +51,21 @@ pub enum StartError {
     /// The run could not be recorded in the sandbox registry.
     #[error(transparent)]
     Registry(#[from] TrackError),
+    /// The run's folder could not be created.
     #[error("cannot create the run folder under {}: {source}", .home.display())]
     Folder {
+        /// `AGENTGATE_HOME`.
         home: PathBuf,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// The run's event log could not be written.
     #[error("cannot write {}: {source}", .path.display())]
     Events {
+        /// The event log.
         path: PathBuf,
+        /// Why.
         #[source]
         source: std::io::Error,
     },

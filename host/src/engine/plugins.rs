@@ -8,8 +8,11 @@ use crate::wit::types::PluginKind;
 
 /// The three plugins a TaskSpec resolved to.
 pub struct Plugins<'a> {
+    /// The workspace source (`execution.workspace`).
     pub source: &'a LoadedPlugin,
+    /// The sandbox provider (`execution.sandbox`).
     pub provider: &'a LoadedPlugin,
+    /// The agent driver (`execution.agent`).
     pub driver: &'a LoadedPlugin,
 }
 

@@ -33,6 +33,7 @@ use crate::taskspec::{self, TaskSpec};
 
 /// Everything a run needs besides the runtime.
 pub struct RunRequest {
+    /// The task, validated.
     pub spec: TaskSpec,
     /// Replaces (or supplies) `goal.prompt`.
     pub prompt: Option<String>,
@@ -53,6 +54,8 @@ pub struct RunRequest {
 }
 
 impl RunRequest {
+    /// A request for `spec` under `home`, with no secrets, observer or cancellation,
+    /// started now.
     pub fn new(spec: TaskSpec, home: PathBuf) -> RunRequest {
         RunRequest {
             spec,
@@ -67,8 +70,11 @@ impl RunRequest {
     }
 }
 
+/// How a run that started ended.
 pub struct RunReport {
+    /// What happened, as written to `result.json`.
     pub result: RunResult,
+    /// The run's folder under `home/runs/`.
     pub folder: PathBuf,
 }
 

@@ -19,12 +19,19 @@ use crate::runtime::Grants;
 /// What a command did.
 #[derive(Debug)]
 pub enum Outcome {
+    /// The plugin was verified, granted with consent and locked.
     Installed(LockedPlugin),
+    /// The same reference was installed already and its tag has not moved; nothing
+    /// changed.
     AlreadyInstalled(LockedPlugin),
+    /// The plugin was replaced by a newer version, or by what its moved tag names now.
     Updated {
+        /// The lock entry before the update.
         from: Box<LockedPlugin>,
+        /// The lock entry after it.
         to: Box<LockedPlugin>,
     },
+    /// No higher version is published and the locked tag has not moved.
     UpToDate(LockedPlugin),
 }
 
@@ -57,6 +64,8 @@ impl Verified {
     }
 }
 
+/// Runs the `plugins` commands (install, update, remove, verify) on a home's
+/// lockfile, trust store, revocation cache and installed components.
 pub struct Installer {
     home: MarketHome,
     registry: Registry,
@@ -86,6 +95,7 @@ impl Installer {
         })
     }
 
+    /// The lockfile as this installer holds it (with its own changes).
     pub fn lock(&self) -> &Lockfile {
         &self.lock
     }

@@ -13,11 +13,13 @@ use serde::{Deserialize, Serialize};
 use super::{write_atomically, MarketError, MarketHome};
 use crate::runtime::grants::{Grants, GrantsError};
 
+/// One installed plugin: a `[[plugin]]` entry of `plugins.lock`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LockedPlugin {
     /// The name the component's `describe()` reports (and the grant is for).
     pub name: String,
+    /// The version its signed statement names (the tag it was published at).
     pub version: String,
     /// `REGISTRY/NAMESPACE/NAME:VERSION` it was installed from.
     pub reference: String,
@@ -42,6 +44,7 @@ struct LockFile {
     plugins: Vec<LockedPlugin>,
 }
 
+/// `plugins.lock` as read from a home, changed in memory until [`Lockfile::save`].
 #[derive(Debug)]
 pub struct Lockfile {
     path: PathBuf,
@@ -67,6 +70,7 @@ impl Lockfile {
         })
     }
 
+    /// Writes it back whole, atomically, under a header that says who writes it.
     pub fn save(&self) -> Result<(), MarketError> {
         let text = format!(
             "# Written by `agentgate plugins install|update|remove`; a run uses exactly these bytes and grants.\n{}",
@@ -75,10 +79,12 @@ impl Lockfile {
         write_atomically(&self.path, text.as_bytes())
     }
 
+    /// Every locked plugin, in the file's order.
     pub fn plugins(&self) -> &[LockedPlugin] {
         &self.file.plugins
     }
 
+    /// The entry of the plugin named `name`, if it is installed.
     pub fn get(&self, name: &str) -> Option<&LockedPlugin> {
         self.file.plugins.iter().find(|p| p.name == name)
     }
@@ -91,6 +97,7 @@ impl Lockfile {
         }
     }
 
+    /// Takes out the entry of the plugin named `name`; `None` when it has none.
     pub fn remove(&mut self, name: &str) -> Option<LockedPlugin> {
         let index = self.file.plugins.iter().position(|p| p.name == name)?;
         Some(self.file.plugins.remove(index))

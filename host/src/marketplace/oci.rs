@@ -38,14 +38,18 @@ pub const REVOCATIONS_REPOSITORY: &str = "agentgate-revocations";
 /// The fixed caps of what is pulled besides the component (whose bound is its
 /// declared size and the operator's `marketplace.maxComponentSize`).
 pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
+/// The cap, in bytes, on a signed statement and on its signature (1 MiB each).
 pub const MAX_STATEMENT_BYTES: u64 = 1 << 20;
+/// The cap, in bytes, on a repository's tag list (4 MiB).
 pub const MAX_TAG_LIST_BYTES: u64 = 4 << 20;
 
 /// Why a text is not a namespace (`REGISTRY/NAMESPACE`).
 #[derive(Debug, thiserror::Error)]
 pub enum ScopeError {
+    /// No plugin reference below the text parses.
     #[error("it is not a namespace a plugin reference can name")]
     NotANamespace,
+    /// A reference below the text parses but names another namespace: this one.
     #[error("it reads as {0}")]
     ReadsAs(String),
 }
@@ -57,6 +61,8 @@ pub struct PluginRef {
 }
 
 impl PluginRef {
+    /// Reads `REGISTRY/NAMESPACE/NAME:VERSION`; [`MarketError::Input`] when the registry
+    /// host, the namespace or the `:VERSION` tag is missing, or it names a digest.
     pub fn parse(text: &str) -> Result<PluginRef, MarketError> {
         let bad = |why: &str| {
             MarketError::Input(format!(
@@ -85,6 +91,7 @@ impl PluginRef {
         Ok(PluginRef { reference })
     }
 
+    /// The registry host, with its port if the reference names one.
     pub fn registry(&self) -> &str {
         self.reference.registry()
     }
@@ -119,6 +126,7 @@ impl PluginRef {
         repository.rsplit('/').next().unwrap_or(repository)
     }
 
+    /// The tag: the plugin's version.
     pub fn tag(&self) -> &str {
         self.reference.tag().unwrap_or("latest")
     }
@@ -148,23 +156,31 @@ impl std::fmt::Display for PluginRef {
 /// A pulled plugin: the manifest's digest and the component, downloaded to a file and
 /// checked against the layer's digest and size.
 pub struct PulledPlugin {
+    /// The manifest's digest, `sha256:<hex>`: what the signature is attached to.
     pub manifest_digest: String,
+    /// The component's digest, `sha256:<hex>`, as the layer declares it and the
+    /// download matched.
     pub wasm_digest: String,
     /// The downloaded component, in the folder given to [`Registry::pull_plugin`].
     pub path: std::path::PathBuf,
+    /// The component's size in bytes.
     pub size: u64,
 }
 
 /// What a plugin's manifest says: its digest and its one component layer.
 pub struct PluginManifest {
+    /// The manifest's digest, `sha256:<hex>`.
     pub manifest_digest: String,
+    /// The Wasm component layer: its media type, digest and declared size.
     pub layer: OciDescriptor,
 }
 
 /// A statement and its minisign signature, as stored in a signature or revocation
 /// artifact.
 pub struct SignedArtifact {
+    /// The signed statement (JSON), as its exact bytes.
     pub statement: Vec<u8>,
+    /// The minisign signature of `statement`, as its text.
     pub signature: String,
 }
 
@@ -492,6 +508,8 @@ impl Registry {
             .await
     }
 
+    /// Publishes `signed`, the revocation list of `key_id` for the namespace `scope`, at
+    /// `SCOPE/agentgate-revocations:key-<key id>`.
     pub async fn push_revocations(
         &self,
         scope: &str,

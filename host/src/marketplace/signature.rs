@@ -22,11 +22,14 @@ pub const PLUGIN_STATEMENT: &str = "agentgate.plugin/v1";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PluginStatement {
+    /// The statement's type, `"type"` in JSON: [`PLUGIN_STATEMENT`] for a plugin.
     #[serde(rename = "type")]
     pub kind: String,
     /// `REGISTRY/NAMESPACE/NAME`: a copy under another namespace does not verify.
     pub repository: String,
+    /// The plugin's name: the last part of `repository`.
     pub name: String,
+    /// The plugin's version: the tag it is published at.
     pub version: String,
     /// `sha256:<hex>` of the component.
     pub wasm: String,
@@ -79,10 +82,12 @@ impl SigningKey {
         Ok(SigningKey { secret, public })
     }
 
+    /// The public half, which operators trust.
     pub fn public(&self) -> &PublicKey {
         &self.public
     }
 
+    /// The key's id as minisign prints it: 16 upper-case hex digits.
     pub fn id(&self) -> String {
         key_id(&self.public)
     }
@@ -146,8 +151,11 @@ fn keynum_id(keynum: &[u8]) -> String {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SignatureError {
+    /// The text does not read as a minisign signature.
     #[error("not a minisign signature: {0}")]
     Unreadable(#[source] minisign::PError),
+    /// It reads, but does not verify: another key made it, or the statement or the
+    /// signature was altered.
     #[error("{0}")]
     DoesNotVerify(#[source] minisign::PError),
 }

@@ -56,6 +56,7 @@ impl SandboxState {
         }
     }
 
+    /// The state folder's absolute path.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -109,6 +110,8 @@ fn is_own_folder(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir() && meta.uid() == uid)
 }
 
+/// A run's folder, `AGENTGATE_HOME/runs/<run-id>/`, and the redactor that masks
+/// everything written in it.
 pub struct RunFolder {
     dir: PathBuf,
     redactor: Arc<Redactor>,
@@ -134,14 +137,17 @@ impl RunFolder {
         Ok(RunFolder { dir, redactor })
     }
 
+    /// The folder's path.
     pub fn path(&self) -> &Path {
         &self.dir
     }
 
+    /// The path of the run's event log, `events.ndjson`.
     pub fn events(&self) -> PathBuf {
         self.dir.join("events.ndjson")
     }
 
+    /// The path of `result.json`.
     pub fn result(&self) -> PathBuf {
         self.dir.join("result.json")
     }
@@ -158,10 +164,13 @@ impl RunFolder {
         let _ = std::fs::remove_dir(self.dir.join(name));
     }
 
+    /// Creates `stdout.log` and `stderr.log`, bounded and masked with the run's redactor.
     pub fn output_logs(&self) -> std::io::Result<OutputLogs> {
         OutputLogs::create(&self.dir, self.redactor.clone())
     }
 
+    /// Appends what `plugin` printed to `plugins.log`, masked, under a `==> plugin <==`
+    /// header; nothing when `output` is empty.
     pub fn append_plugin_log(&self, plugin: &str, output: &[u8]) {
         append_plugin_log(&self.dir, &self.redactor, plugin, output);
     }

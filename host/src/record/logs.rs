@@ -90,6 +90,8 @@ impl OutputLogs {
         })
     }
 
+    /// Masks `data` and appends it to the pipe's log, up to the bound; what the stream
+    /// holds back (a possible secret's start) is written later.
     pub fn write(&self, pipe: OutputPipe, data: &[u8]) {
         let mut log = self.log(pipe).lock().unwrap();
         let masked = log.stream.push(data);

@@ -213,8 +213,11 @@ pub struct CacheEntry {
     /// `<sha256 of the wasm>-<engine hash>` for compiled entries, `<sha256>-<format>`
     /// for descriptions.
     pub key: String,
+    /// The entry file's size, in bytes.
     pub bytes: u64,
+    /// When it was last stored or read (the file's mtime, refreshed on a hit).
     pub last_used: SystemTime,
+    /// The entry file.
     pub path: PathBuf,
 }
 
@@ -276,14 +279,17 @@ impl PluginCache {
             .collect()
     }
 
+    /// Where compiled components are kept.
     pub fn compiled_dir(&self) -> &Path {
         &self.compiled.dir
     }
 
+    /// Where plugin descriptions are kept.
     pub fn described_dir(&self) -> &Path {
         &self.described.dir
     }
 
+    /// The bound on the compiled entries' total size, in bytes.
     pub fn max_bytes(&self) -> u64 {
         self.max_bytes
     }
@@ -295,6 +301,7 @@ impl PluginCache {
         entries
     }
 
+    /// The description entries, in directory order.
     pub fn described_entries(&self) -> Vec<CacheEntry> {
         self.described.entries()
     }
@@ -314,6 +321,7 @@ impl PluginCache {
         }
     }
 
+    /// Stores the description `bytes` under `key`; a failure is only warned about.
     pub fn store_description(&self, key: &str, bytes: &[u8]) {
         if let Err(e) = self.described.store(key, bytes) {
             eprintln!(
@@ -387,6 +395,7 @@ pub struct FileIdentity {
 }
 
 impl FileIdentity {
+    /// The identity of the file at `path`; `None` when it cannot be read.
     pub fn of(path: &Path) -> Option<FileIdentity> {
         let meta = std::fs::metadata(path).ok()?;
         Some(FileIdentity {
@@ -419,6 +428,8 @@ pub struct ComponentCache {
 }
 
 impl ComponentCache {
+    /// `cache` bound to `engine`: its compiled entries are keyed by the engine's
+    /// settings too.
     pub fn new(cache: PluginCache, engine: &Engine) -> ComponentCache {
         ComponentCache {
             cache,
@@ -426,6 +437,7 @@ impl ComponentCache {
         }
     }
 
+    /// The caches it uses.
     pub fn plugin_cache(&self) -> &PluginCache {
         &self.cache
     }

@@ -31,7 +31,9 @@ use crate::wit::types::{PluginInfo, PluginKind};
 /// Where a plugin came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PluginOrigin {
+    /// Built into this binary.
     Builtin,
+    /// A component file: installed from a registry or found in a plugin directory.
     File(PathBuf),
 }
 
@@ -51,6 +53,8 @@ pub(crate) enum Wasm {
     File(PathBuf),
 }
 
+/// A plugin the catalog found: what it says it is, where it came from, what it imports
+/// and was granted, and whether it may run; compiled on first use.
 pub struct LoadedPlugin {
     info: PluginInfo,
     origin: PluginOrigin,
@@ -76,12 +80,15 @@ impl std::fmt::Debug for LoadedPlugin {
 }
 
 impl LoadedPlugin {
+    /// Its name, as its `describe()` says.
     pub fn name(&self) -> &str {
         &self.info.name
     }
+    /// Its `describe()` answer.
     pub fn info(&self) -> &PluginInfo {
         &self.info
     }
+    /// Where it came from.
     pub fn origin(&self) -> &PluginOrigin {
         &self.origin
     }
@@ -97,6 +104,8 @@ impl LoadedPlugin {
     pub fn imports(&self) -> &Imports {
         &self.imports
     }
+    /// The capabilities it was granted: by `grants.yaml` for a file, by its kind and
+    /// the operator's entry for a built-in.
     pub fn granted(&self) -> &BTreeSet<Capability> {
         &self.granted
     }
@@ -115,6 +124,7 @@ impl LoadedPlugin {
 /// with others is not loaded, and `Runtime::load` checks them again before compiling.
 #[derive(Debug, Clone)]
 pub struct Installed {
+    /// The component file.
     pub path: PathBuf,
     /// `sha256:<hex>`, from the lockfile.
     pub digest: String,
@@ -225,6 +235,7 @@ pub(crate) enum DescribeError {
     },
 }
 
+/// Every plugin found, by priority, and the files that could not be loaded.
 pub struct Catalog {
     /// In priority order: later directories, then earlier ones, then built-ins.
     plugins: Vec<LoadedPlugin>,
@@ -307,14 +318,17 @@ impl Catalog {
         self.plugins.insert(0, plugin);
     }
 
+    /// The plugins, highest priority first.
     pub fn plugins(&self) -> impl Iterator<Item = &LoadedPlugin> {
         self.plugins.iter()
     }
 
+    /// The plugin files that could not be loaded, with why.
     pub fn broken(&self) -> &[BrokenPlugin] {
         &self.broken
     }
 
+    /// The plugin called `name`, if any.
     pub fn get(&self, name: &str) -> Option<&LoadedPlugin> {
         self.plugins.iter().find(|p| p.name() == name)
     }

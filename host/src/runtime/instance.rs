@@ -34,31 +34,55 @@ use crate::wit::workspace_source::WorkspaceSource;
 /// A plugin call that did not produce a result.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
+    /// The plugin returned an error from the call.
     #[error("plugin {plugin}: {call} failed: {}", error_text(.error))]
     Reported {
+        /// The plugin's name.
         plugin: String,
+        /// The export called (`prepare`, `run`, ...).
         call: &'static str,
+        /// The error it returned.
         error: Error,
     },
+    /// The plugin trapped (or the host failed it) during the call.
     #[error("plugin {plugin} trapped in {call}: {trap}")]
     Trapped {
+        /// The plugin's name.
         plugin: String,
+        /// The export called (`prepare`, `run`, ...).
         call: &'static str,
+        /// The trap's message.
         trap: String,
     },
+    /// The plugin's component could not be read, checked or compiled.
     #[error("plugin {plugin} could not be loaded: {reason}")]
-    NotLoaded { plugin: String, reason: String },
+    NotLoaded {
+        /// The plugin's name.
+        plugin: String,
+        /// Why.
+        reason: String,
+    },
+    /// The call did not return before its deadline; it was dropped, killing what it
+    /// started.
     #[error("plugin {plugin} did not finish {call} within {}; everything it started was killed", humantime::format_duration(Duration::from_millis(.limit.as_millis() as u64)))]
     Deadline {
+        /// The plugin's name.
         plugin: String,
+        /// The export called (`prepare`, `run`, ...).
         call: &'static str,
+        /// The time the call had.
         limit: Duration,
     },
+    /// An agent outcome carried more than [`MAX_OUTCOME_TEXT_BYTES`] in one field.
     #[error("plugin {plugin} returned a {field} of {bytes} bytes from {call}; the host keeps at most {MAX_OUTCOME_TEXT_BYTES} bytes there, so the result was refused")]
     Oversized {
+        /// The plugin's name.
         plugin: String,
+        /// The export called (`prepare`, `run`, ...).
         call: &'static str,
+        /// The outcome's field (`summary`, `session id`).
         field: &'static str,
+        /// Its length, in bytes.
         bytes: usize,
     },
 }
@@ -275,6 +299,8 @@ macro_rules! instance {
         }
 
         impl Runtime {
+            /// Instantiates `plugin` in a fresh store working for `run`, within the
+            /// short deadline.
             pub async fn $constructor(
                 &self,
                 plugin: &LoadedPlugin,

@@ -9,6 +9,7 @@ use wasmtime::{ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, UpdateDe
 
 use super::PluginState;
 
+/// The bounds every plugin store runs under.
 #[derive(Debug, Clone)]
 pub struct PluginLimits {
     /// Linear memory a plugin may grow to, across all its memories.

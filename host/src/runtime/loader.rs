@@ -68,6 +68,7 @@ impl std::error::Error for WasmtimeError {
     }
 }
 
+/// Told when a plugin is compiled rather than read from the compile cache.
 pub trait LoadObserver: Send + Sync {
     /// `label` (a file name or a built-in's name) of `bytes` bytes is being compiled:
     /// it was not in the compile cache.

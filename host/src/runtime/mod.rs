@@ -62,6 +62,7 @@ pub struct RuntimeConfig {
     pub installed: Vec<catalog::Installed>,
     /// What the operator granted to non-built-in plugins.
     pub grants: Grants,
+    /// What each plugin's store may use: memory, compute slices, call deadlines, HTTP.
     pub limits: PluginLimits,
     /// Sees compiles, e.g. to show progress.
     pub observer: Option<Arc<dyn LoadObserver>>,
@@ -133,6 +134,7 @@ impl Runtime {
         }))
     }
 
+    /// The plugins found when the runtime was made.
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
     }

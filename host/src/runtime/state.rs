@@ -17,6 +17,8 @@ use crate::capabilities::{PluginStore, PluginView, RunContext, StoreSetup, Store
 /// What a plugin may print to its own stdout/stderr (kept for the run's plugin log).
 const PLUGIN_STDIO_CAPACITY: usize = 1 << 20;
 
+/// The data of one plugin's store: its WASI context (which grants nothing), resource
+/// table, limits, grants' scopes, run and per-store capability state.
 pub struct PluginState {
     wasi: WasiCtx,
     pub(crate) table: ResourceTable,

@@ -17,8 +17,16 @@ const TOKEN_USER: &str = "x-access-token";
 /// Credentials resolved on the host, ready for the callback.
 #[derive(Clone)]
 pub enum Secret {
+    /// No credentials: the callback refuses when asked.
     None,
-    UserPass { user: String, password: String },
+    /// A username and password; a token goes as the password of `x-access-token`.
+    UserPass {
+        /// The username.
+        user: String,
+        /// The password or token.
+        password: String,
+    },
+    /// The path of an ssh private key, `~` expanded.
     SshKey(PathBuf),
 }
 
@@ -78,6 +86,7 @@ impl Secret {
         }
     }
 
+    /// Whether any credentials were given (anything but [`Secret::None`]).
     pub fn is_given(&self) -> bool {
         !matches!(self, Secret::None)
     }

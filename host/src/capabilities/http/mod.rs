@@ -128,7 +128,9 @@ impl HttpLimits {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("http host {entry:?}: {reason}; expected a host name or IP address with an optional port, e.g. api.anthropic.com or 127.0.0.1:8080")]
 pub struct BadHost {
+    /// The entry as the operator or TaskSpec wrote it.
     pub entry: String,
+    /// What is wrong with it.
     pub reason: &'static str,
 }
 

@@ -68,6 +68,8 @@ pub enum DestroyError {
     Provider(ProviderFailure),
 }
 
+/// The live sandbox of a run as its driver reaches it: forwards `exec` to the provider's
+/// sandbox, attaching the run's output logs, and acts on the workspace's files itself.
 pub struct SandboxBroker {
     sandbox: Mutex<Box<dyn ProvidedSandbox>>,
     details: SandboxDetails,
@@ -82,6 +84,8 @@ pub struct WorkspaceFiles {
 }
 
 impl SandboxBroker {
+    /// The broker for the provider's `sandbox`, described by `details`, with file
+    /// access confined to `workspace_root` (read-only when the details say so).
     pub fn new(
         sandbox: impl ProvidedSandbox + 'static,
         details: SandboxDetails,
@@ -97,6 +101,7 @@ impl SandboxBroker {
         })
     }
 
+    /// The sandbox as its provider described it.
     pub fn details(&self) -> &SandboxDetails {
         &self.details
     }

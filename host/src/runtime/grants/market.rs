@@ -114,6 +114,7 @@ impl MarketSettings {
         format_duration(self.revocations_expire_after)
     }
 
+    /// `registryTimeout` (the bound on each registry request), for messages.
     pub fn timeout_text(&self) -> String {
         format_duration(self.registry_timeout)
     }

@@ -104,6 +104,7 @@ pub struct EgressGrants {
 /// the host-wide allowances of the file.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Grants {
+    /// Each plugin's grant, by plugin name.
     pub plugins: BTreeMap<String, Grant>,
     /// The capabilities' host-wide sections (top-level keys named as a capability),
     /// which hold whichever plugin calls them; each capability reads its own.
