@@ -160,8 +160,9 @@ pub(crate) enum LoadError {
     /// The marketplace's files (plugins.lock, trust store, revocations).
     #[error(transparent)]
     Marketplace(#[from] crate::marketplace::MarketError),
-    #[error("{0:#}")]
-    Runtime(anyhow::Error),
+    /// The runtime could not be built.
+    #[error(transparent)]
+    Runtime(crate::runtime::RuntimeError),
 }
 
 impl LoadError {

@@ -54,7 +54,7 @@ pub async fn describe_file(
         ..RuntimeConfig::default()
     })
     .await
-    .map_err(|e| MarketError::Input(format!("cannot start the runtime: {e:#}")))?;
+    .map_err(|e| MarketError::Input(format!("cannot start the runtime: {e}")))?;
     let catalog = runtime.catalog();
     if let Some(broken) = catalog.broken().first() {
         return Err(MarketError::Input(format!(

@@ -451,7 +451,7 @@ impl ComponentCache {
         digest: &str,
         wasm: &[u8],
         compiling: impl FnOnce(),
-    ) -> anyhow::Result<(Component, Compiled)> {
+    ) -> Result<(Component, Compiled), wasmtime::Error> {
         let key = self.key(digest);
         match self.cache.compiled.read(&key) {
             Entry::Sealed(compiled) => {

@@ -258,7 +258,7 @@ impl Catalog {
         installed: &[Installed],
         plugin_dirs: &[PathBuf],
         grants: &Grants,
-    ) -> anyhow::Result<Catalog> {
+    ) -> Result<Catalog, super::RuntimeError> {
         let mut catalog = Catalog {
             plugins: Vec::new(),
             broken: Vec::new(),
@@ -277,7 +277,10 @@ impl Catalog {
                 }
                 Err(reason) => Err(reason),
             }
-            .map_err(|reason| anyhow::anyhow!("built-in plugin {name} does not load: {reason}"))?;
+            .map_err(|reason| super::RuntimeError::Builtin {
+                name,
+                source: reason.into(),
+            })?;
             catalog.insert(plugin);
         }
         for plugin in installed {
@@ -370,9 +373,11 @@ impl Catalog {
     }
 }
 
-fn wasm_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| anyhow::anyhow!("cannot read plugin directory {}: {e}", dir.display()))?;
+fn wasm_files(dir: &Path) -> Result<Vec<PathBuf>, super::RuntimeError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| super::RuntimeError::PluginDir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())

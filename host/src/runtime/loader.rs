@@ -33,16 +33,10 @@ pub(crate) enum CompileError {
     Rejected(WasmtimeError),
 }
 
-/// An error of wasmtime (its own, or an `anyhow::Error` of the compile cache), kept with its chain: shown as its
+/// An error of wasmtime, kept with its chain: shown as its
 /// messages joined by `: ` (as `{:#}` shows them), its causes its `source()`.
 #[derive(Debug)]
 pub(crate) struct WasmtimeError(Box<dyn std::error::Error + Send + Sync>);
-
-impl From<anyhow::Error> for WasmtimeError {
-    fn from(error: anyhow::Error) -> WasmtimeError {
-        WasmtimeError(error.into())
-    }
-}
 
 impl From<wasmtime::Error> for WasmtimeError {
     fn from(error: wasmtime::Error) -> WasmtimeError {
@@ -255,9 +249,7 @@ impl Loader {
                 Some(cache) => cache.load(&engine, &sha, &bytes, on_compile),
                 None => {
                     on_compile();
-                    Component::from_binary(&engine, &bytes)
-                        .map(|c| (c, Compiled::Now))
-                        .map_err(anyhow::Error::from)
+                    Component::from_binary(&engine, &bytes).map(|c| (c, Compiled::Now))
                 }
             };
             if let (Some(observer), Some(started)) = (&observer, started) {

@@ -97,11 +97,12 @@ impl Runtime {
     /// Builds the engine and finds every plugin (built-ins first, then the plugin
     /// directories, where a plugin with a built-in's name replaces it). Nothing is
     /// compiled but components never described before.
-    pub async fn new(config: RuntimeConfig) -> anyhow::Result<Arc<Runtime>> {
-        let engine = build_engine()?;
+    pub async fn new(config: RuntimeConfig) -> Result<Arc<Runtime>, RuntimeError> {
+        let engine =
+            Engine::new(&engine_config::engine_config()).map_err(RuntimeError::wasmtime)?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        crate::capabilities::add_to_linker(&mut linker)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(RuntimeError::wasmtime)?;
+        crate::capabilities::add_to_linker(&mut linker).map_err(RuntimeError::wasmtime)?;
         let ticker = EpochTicker::start(engine.clone());
         let cache = config.cache_dir.map(|dir| {
             cache::ComponentCache::new(
@@ -197,8 +198,37 @@ impl Runtime {
     }
 }
 
-fn build_engine() -> anyhow::Result<Engine> {
-    Ok(Engine::new(&engine_config::engine_config())?)
+/// Why a [`Runtime`] could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// wasmtime refused the engine's configuration or the host's imports: a defect of
+    /// this build or of the machine, not of any plugin.
+    #[error("cannot set up wasmtime: {0}")]
+    Wasmtime(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A built-in plugin does not load: a defect of this build.
+    #[error("built-in plugin {name} does not load: {source}")]
+    Builtin {
+        /// The built-in's crate name.
+        name: &'static str,
+        /// Why.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A plugin directory (`--plugin-dir`, `AGENTGATE_PLUGIN_DIR`) could not be read.
+    #[error("cannot read plugin directory {}: {source}", .dir.display())]
+    PluginDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl RuntimeError {
+    fn wasmtime(error: wasmtime::Error) -> RuntimeError {
+        // Its text is its whole chain, as wasmtime's errors are read.
+        RuntimeError::Wasmtime(Box::new(loader::WasmtimeError::from(error)))
+    }
 }
 
 /// Advances the engine's epoch on a background thread until dropped.
