@@ -7,7 +7,7 @@ use std::process::Command;
 use crate::support;
 use crate::support::{
     eventually, fixture_plugins, local_subprocess, processes_with_arg, repo_root, shell_agent,
-    stderr, task_spec, Home,
+    stderr, stdout, task_spec, Home,
 };
 
 #[test]
@@ -294,6 +294,87 @@ fn bad_input_gets_a_clear_error() {
 }
 
 #[test]
+fn validate_and_run_refuse_gates_and_delivery_they_do_not_do_yet() {
+    let home = Home::new();
+    let reference = repo_root()
+        .join("tests/fixtures/taskspecs-not-yet/every-convergence-and-delivery-field.yaml");
+    let reference = reference.to_str().unwrap();
+    let validate = home.agentgate(&["validate", reference]);
+    assert_eq!(validate.status.code(), Some(2), "{}", stderr(&validate));
+    let message = stderr(&validate);
+    for path in [
+        "spec.convergence.strategy",
+        "spec.convergence.config",
+        "spec.convergence.gates",
+        "spec.delivery.git",
+        "spec.delivery.pr",
+        "spec.delivery.notifications",
+    ] {
+        assert!(
+            message.contains(&format!(
+                "{reference}: {path}: this version of agentgate does not yet "
+            )) && message.contains(&format!("; remove `{path}`")),
+            "{path}: {message}"
+        );
+    }
+    assert!(!stdout(&validate).contains("ok"), "{}", stdout(&validate));
+
+    // A short one: gates and a pull request, as a user would write them.
+    let workspace = tempfile::tempdir().unwrap();
+    let spec = format!(
+        "apiVersion: agentgate.io/v1\nkind: TaskSpec\nmetadata: {{name: pr}}\nspec:\n  \
+         goal: {{prompt: fix it}}\n  convergence:\n    gates:\n      - name: tests\n        \
+         check: {{type: custom, command: make test}}\n  execution:\n    workspace: \
+         {{source: local, path: {}}}\n    agent: {{driver: command}}\n  delivery:\n    \
+         git: {{mode: github-pr}}\n",
+        workspace.path().display()
+    );
+    let path = home.dir.path().join("gated.yaml");
+    std::fs::write(&path, &spec).unwrap();
+    let validate = home.agentgate(&["validate", path.to_str().unwrap()]);
+    assert_eq!(validate.status.code(), Some(2));
+    let message = stderr(&validate);
+    assert!(
+        message.contains(
+            "spec.convergence.gates: this version of agentgate does not yet run gates; \
+             remove `spec.convergence.gates`"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains(
+            "spec.delivery.git.mode: this version of agentgate does not yet open \
+                          pull requests; remove `spec.delivery.git.mode`"
+        ),
+        "{message}"
+    );
+
+    let run = home.run_spec(&spec);
+    assert_eq!(run.status.code(), Some(2), "{}", stderr(&run));
+    let message = stderr(&run);
+    assert!(
+        message.contains("remove `spec.convergence.gates`"),
+        "{message}"
+    );
+    assert!(message.contains("remove `spec.delivery.git`"), "{message}");
+    assert!(
+        !home.dir.path().join("runs").exists(),
+        "nothing runs for a TaskSpec that asks for what is not built"
+    );
+
+    // A bad value in the new sections is an error at its path and line, as elsewhere.
+    std::fs::write(&path, spec.replace("type: custom", "type: lint")).unwrap();
+    let validate = home.agentgate(&["validate", path.to_str().unwrap()]);
+    assert_eq!(validate.status.code(), Some(2));
+    let message = stderr(&validate);
+    assert!(
+        message
+            .contains("spec.convergence.gates[0].check.type (line 9): unknown check type \"lint\""),
+        "{message}"
+    );
+}
+
+#[test]
 fn every_seed_example_validates_and_the_schema_is_json() {
     let home = Home::new();
     let dir = repo_root().join("tests/fixtures/taskspecs");
@@ -311,6 +392,17 @@ fn every_seed_example_validates_and_the_schema_is_json() {
     let schema = home.agentgate(&["schema"]);
     let schema: serde_json::Value = serde_json::from_slice(&schema.stdout).unwrap();
     assert!(schema["properties"]["spec"].is_object() || schema["$defs"].is_object());
+    // The sections this version loads and refuses are described too.
+    for section in [
+        "Convergence",
+        "Gate",
+        "Check",
+        "Delivery",
+        "Notification",
+        "DesiredState",
+    ] {
+        assert!(schema["$defs"][section].is_object(), "{section}");
+    }
 }
 
 #[test]

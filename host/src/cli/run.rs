@@ -48,6 +48,16 @@ pub async fn run(cli: &Cli, args: &RunArgs, interrupts: &Interrupts) -> ExitCode
             )
         }
     };
+    // Understood but not done yet: refused before anything loads, as `validate` refuses
+    // it (the engine checks again for callers of the library).
+    if let Err(unsupported) = crate::taskspec::check_supported(&spec) {
+        let lines: Vec<_> = unsupported
+            .refusals
+            .iter()
+            .map(|refusal| format!("{}: {refusal}", args.task.display()))
+            .collect();
+        return fail(EXIT_INVALID, lines.join("\n"));
+    }
     for credential in crate::taskspec::literal_credentials(&text, &is_secret_name) {
         eprintln!("{}: warning: {credential}", args.task.display());
     }

@@ -1,6 +1,8 @@
 //! `agentgate validate FILE...`: check documents without touching the machine.
 //!
-//! Each document is parsed and checked; then its `options` are checked against the
+//! Each document is parsed and checked, and refused when it asks for what this version
+//! does not do yet ([`crate::taskspec::check_supported`], as `run` refuses it); then its
+//! `options` are checked against the
 //! schemas of the installed plugins, and its host paths against the operator's host
 //! path policy ([`crate::host_paths`]), as `run` would before it starts. A
 //! value no installed plugin serves, or a host path that does not exist here (or is
@@ -64,11 +66,18 @@ pub async fn run(cli: &Cli, args: &ValidateArgs) -> ExitCode {
         for credential in crate::taskspec::literal_credentials(&text, &is_secret_name) {
             eprintln!("{}: warning: {credential}", file.display());
         }
+        let mut file_failed = false;
+        // Understood but not done yet: refused here as `run` refuses it.
+        if let Err(unsupported) = crate::taskspec::check_supported(&spec) {
+            file_failed = true;
+            for refusal in &unsupported.refusals {
+                eprintln!("{}: {refusal}", file.display());
+            }
+        }
         let problems = match &runtime {
             Some(runtime) => resolve_plugins(runtime, &spec).err().unwrap_or_default(),
             None => Vec::new(),
         };
-        let mut file_failed = false;
         for problem in &problems {
             match problem {
                 PluginProblem::Unresolved(_) => eprintln!("{}: note: {problem}", file.display()),

@@ -33,7 +33,8 @@ use crate::taskspec::{self, TaskSpec};
 
 /// Everything a run needs besides the runtime.
 pub struct RunRequest {
-    /// The task, validated.
+    /// The task, validated. One that asks for what this version does not do yet
+    /// ([`taskspec::check_supported`]) is refused before anything starts.
     pub spec: TaskSpec,
     /// Replaces (or supplies) `goal.prompt`.
     pub prompt: Option<String>,
@@ -111,6 +112,10 @@ async fn start(
     request: &mut RunRequest,
     redactor: Arc<Redactor>,
 ) -> Result<RunReport, NotStarted> {
+    // What the TaskSpec asks for and this version does not do (gates, delivery, …) is
+    // refused, never run without it.
+    taskspec::check_supported(&request.spec)
+        .map_err(|unsupported| NotStarted::Invalid(unsupported.to_string()))?;
     let prompt = request
         .prompt
         .clone()

@@ -117,6 +117,29 @@ pub(crate) fn unknown_key(key: &str, allowed: &[&str]) -> String {
     with_hint(format_args!("unknown key \"{key}\""), hint)
 }
 
+/// The message for a value that is not one of `allowed` (`unknown strategy "hybird";
+/// expected one of: fixed, hybrid, ralph, manual`), with a "did you mean" when one is close.
+/// `what` names the kind of value; `value` is shown as written.
+pub(crate) fn unknown_choice(what: &str, value: &str, allowed: &[&str]) -> String {
+    let message = format!(
+        "unknown {what} {value:?}; expected one of: {}",
+        allowed.join(", ")
+    );
+    match did_you_mean(value, allowed) {
+        Some(near) => with_hint(message, format_args!("did you mean \"{near}\"?")),
+        None => message,
+    }
+}
+
+/// `a`, `a or b`, `a, b or c`: the words as a person would list the alternatives.
+pub(crate) fn either(words: &[&str]) -> String {
+    match words {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
 /// The allowed word closest to `word`, if it is close enough to be a likely typo.
 pub(crate) fn did_you_mean<'a>(word: &str, allowed: &[&'a str]) -> Option<&'a str> {
     allowed

@@ -18,7 +18,7 @@ pub(crate) const API_VERSION: &str = "agentgate.io/v1";
 pub(crate) const KIND: &str = "TaskSpec";
 
 /// A YAML scalar as the visitor saw it.
-enum Scalar<'a> {
+pub(crate) enum Scalar<'a> {
     Str(&'a str),
     Int(i128),
     Float(f64),
@@ -26,7 +26,7 @@ enum Scalar<'a> {
 }
 
 impl Scalar<'_> {
-    fn as_f64(&self) -> Option<f64> {
+    pub(crate) fn as_f64(&self) -> Option<f64> {
         match *self {
             Scalar::Int(n) => Some(n as f64),
             Scalar::Float(x) => Some(x),
@@ -90,7 +90,7 @@ struct Checked<F> {
     check: F,
 }
 
-impl<'de, T, F: FnOnce(Scalar) -> Result<T, FieldError>> Visitor<'de> for Checked<F> {
+impl<'de, T, Msg: fmt::Display, F: FnOnce(Scalar) -> Result<T, Msg>> Visitor<'de> for Checked<F> {
     type Value = T;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -123,6 +123,17 @@ fn checked<'de, D: Deserializer<'de>, T>(
     expecting: &'static str,
     check: impl FnOnce(Scalar) -> Result<T, FieldError>,
 ) -> Result<T, D::Error> {
+    checked_by(deserializer, expecting, check)
+}
+
+/// Reads one scalar and checks it with `check`. The check runs inside the scalar's visit,
+/// so its error (a module's own `thiserror` enum) is reported at the field's path and
+/// line. The other TaskSpec modules build their field checks on this.
+pub(crate) fn checked_by<'de, D: Deserializer<'de>, T, E: fmt::Display>(
+    deserializer: D,
+    expecting: &'static str,
+    check: impl FnOnce(Scalar) -> Result<T, E>,
+) -> Result<T, D::Error> {
     deserializer.deserialize_any(Checked { expecting, check })
 }
 
@@ -133,6 +144,48 @@ fn text<'a>(value: &Scalar<'a>, what: &'static str) -> Result<&'a str, FieldErro
             value: value.to_string(),
             what,
         }),
+    }
+}
+
+/// A string of `min` to `max` characters (a gate's name).
+pub(crate) fn string_in<'de, D: Deserializer<'de>>(
+    d: D,
+    what: &'static str,
+    min: usize,
+    max: usize,
+) -> Result<String, D::Error> {
+    checked(d, what, |value| string_of_length(value, what, min, max))
+}
+
+/// An integer from `min` to `max`, for a field whose range is its own.
+pub(crate) fn integer<'de, D: Deserializer<'de>>(
+    d: D,
+    what: &'static str,
+    min: u64,
+    max: u64,
+) -> Result<u64, D::Error> {
+    checked(d, what, |value| integer_in(value, min, max))
+}
+
+/// A number from `min` to `max` (a threshold, a multiplier).
+pub(crate) fn number<'de, D: Deserializer<'de>>(
+    d: D,
+    what: &'static str,
+    min: f64,
+    max: f64,
+) -> Result<f64, D::Error> {
+    checked(d, what, |value| number_in(value, min, max))
+}
+
+fn number_in(value: Scalar, min: f64, max: f64) -> Result<f64, FieldError> {
+    match value.as_f64() {
+        Some(x) if (min..=max).contains(&x) => Ok(x),
+        Some(_) => Err(FieldError::OutOfRange {
+            value: value.to_string(),
+            min: min.to_string(),
+            max: max.to_string(),
+        }),
+        None => Err(FieldError::NotNumber(value.to_string())),
     }
 }
 
@@ -168,8 +221,13 @@ pub(crate) fn kind<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D:
     })
 }
 
-fn string_of_length(value: Scalar, min: usize, max: usize) -> Result<String, FieldError> {
-    let text = text(&value, "a name")?;
+fn string_of_length(
+    value: Scalar,
+    what: &'static str,
+    min: usize,
+    max: usize,
+) -> Result<String, FieldError> {
+    let text = text(&value, what)?;
     let length = text.chars().count();
     if !(min..=max).contains(&length) {
         return Err(FieldError::Length {
@@ -183,11 +241,16 @@ fn string_of_length(value: Scalar, min: usize, max: usize) -> Result<String, Fie
 }
 
 pub(crate) fn name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    checked(d, "a name", |value| string_of_length(value, 1, 128))
+    checked(d, "a name", |value| {
+        string_of_length(value, "a name", 1, 128)
+    })
 }
 
 pub(crate) fn namespace<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    checked(d, "a namespace", |value| string_of_length(value, 1, 64)).map(Some)
+    checked(d, "a namespace", |value| {
+        string_of_length(value, "a name", 1, 64)
+    })
+    .map(Some)
 }
 
 pub(crate) fn prompt<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -257,15 +320,7 @@ pub(crate) fn cost<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Er
 }
 
 pub(crate) fn temperature<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    checked(d, "a temperature", |value| match value.as_f64() {
-        Some(t) if (0.0..=2.0).contains(&t) => Ok(Some(t)),
-        Some(_) => Err(FieldError::OutOfRange {
-            value: value.to_string(),
-            min: "0".into(),
-            max: "2".into(),
-        }),
-        None => Err(FieldError::NotNumber(value.to_string())),
-    })
+    number(d, "a temperature", 0.0, 2.0).map(Some)
 }
 
 /// A path that must be absolute (inside the sandbox, or on the host for a local workspace).
@@ -316,12 +371,16 @@ struct StringLike(String);
 
 impl<'de> Deserialize<'de> for StringLike {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        checked(d, "a string, number or boolean", |value| {
-            Ok(StringLike(match value {
-                Scalar::Str(text) => text.to_string(),
-                other => other.to_string(),
-            }))
-        })
+        checked(
+            d,
+            "a string, number or boolean",
+            |value| -> Result<_, FieldError> {
+                Ok(StringLike(match value {
+                    Scalar::Str(text) => text.to_string(),
+                    other => other.to_string(),
+                }))
+            },
+        )
     }
 }
 

@@ -7,8 +7,15 @@
 //! A document is untrusted input: its size and nesting are checked before the YAML parser runs,
 //! and every value is bounded (`limits.rs`, `units.rs`), so no document can make reading it
 //! slow, large or panic. `validate` and `run` both go through `parse`, so they refuse the same.
+//!
+//! The reference system's whole format loads, `convergence` and `delivery` included; what
+//! the host does not do yet (strategies, gates, delivery, notifications) is then refused by
+//! [`check_supported`], which `validate` and `run` both apply, rather than accepted and
+//! silently not done.
 
+mod convergence;
 mod credentials;
+mod delivery;
 mod destination;
 mod document;
 mod error;
@@ -24,14 +31,21 @@ pub(crate) mod robustness;
 mod schema;
 mod strict;
 mod units;
+mod unsupported;
 mod workspace;
 
+#[cfg(test)]
+mod convergence_tests;
+#[cfg(test)]
+mod delivery_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
 
+pub use convergence::*;
 pub use credentials::{literal_credentials, LiteralCredential};
+pub use delivery::*;
 pub use destination::{Destination, DestinationError, HostPattern, Target, TargetHost};
 pub use error::SpecError;
 pub use interpolate::Env;
@@ -43,6 +57,7 @@ pub use units::{
     format_duration, parse_bytes, parse_duration, QuantityError, MAX_BYTES, MAX_COST_USD,
     MAX_DURATION, MAX_TOKENS,
 };
+pub use unsupported::{check_supported, Unsupported};
 pub use workspace::*;
 
 /// Parses a TaskSpec document.

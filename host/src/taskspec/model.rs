@@ -11,6 +11,8 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::convergence::Convergence;
+use super::delivery::Delivery;
 use super::workspace::WorkspaceSpec;
 use super::{fields, schema, units};
 
@@ -51,21 +53,23 @@ pub struct Metadata {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// `spec`: the goal, the limits and the execution block.
+/// `spec`: the goal, how to converge on it, where to run, and how to deliver the work.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Spec {
     /// None when the document is only an execution block; the CLI's `--prompt` supplies it.
     #[serde(default)]
     pub goal: Option<Goal>,
-    /// The run's limits; none when the document sets none.
+    /// The strategy, the gates and the run's limits; none when the document sets none.
+    /// Only `limits` is honoured yet ([`super::check_supported`]).
     #[serde(default)]
     pub convergence: Option<Convergence>,
     /// The workspace, sandbox and agent the task runs with.
     pub execution: Execution,
-    /// Accepted and kept verbatim; not acted on by the execution host yet.
+    /// How the work is shipped; loaded and checked, and refused by
+    /// [`super::check_supported`] until delivery is built.
     #[serde(default)]
-    pub delivery: Option<serde_json::Value>,
+    pub delivery: Option<Delivery>,
 }
 
 /// `goal`: what the agent is asked to do.
@@ -79,46 +83,25 @@ pub struct Goal {
     /// Background for the agent, given after the prompt; none when absent.
     #[serde(default)]
     pub context: Option<String>,
-}
-
-/// `convergence`: when the agent must stop.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Convergence {
-    /// Every limit is optional; none set means none applies.
+    /// When the task counts as done; none when absent.
     #[serde(default)]
-    pub limits: Limits,
+    pub desired_state: Option<DesiredState>,
 }
 
-/// `convergence.limits`: the bounds handed to the agent driver, and the run's wall clock.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Limits {
-    /// 1 to 10000.
-    #[serde(default, deserialize_with = "fields::max_iterations")]
-    #[schemars(range(min = 1, max = 10000))]
-    pub max_iterations: Option<u32>,
-    /// The run times out after this long, when it is shorter than `sandbox.resources.timeout`.
-    #[serde(
-        default,
-        deserialize_with = "fields::duration_opt",
-        serialize_with = "serialize_duration_opt"
-    )]
-    #[schemars(schema_with = "schema::duration")]
-    pub max_wall_clock: Option<Duration>,
-    /// The token budget of the whole task (input and output of every turn); `agent.maxTokens`
-    /// bounds one answer.
-    #[serde(default, deserialize_with = "fields::tokens_opt")]
-    #[schemars(range(min = 1, max = 1_000_000_000))]
-    pub max_tokens: Option<u64>,
-    /// `maxCost: "$5.00"` in the document.
-    #[serde(
-        rename(deserialize = "maxCost"),
-        default,
-        deserialize_with = "fields::cost"
-    )]
-    #[schemars(schema_with = "schema::cost")]
-    pub max_cost_usd: Option<f64>,
+/// `goal.desiredState`: when the task counts as done.
+///
+/// The reference documents it only by example, always `desiredState: {allGatesPassed:
+/// true}`, so that one key is what loads: a typed mapping, other keys refused, nothing kept
+/// verbatim or passed to the agent. It is honoured as it stands: a run of this version has
+/// no gates ([`super::check_supported`] refuses them), so "every gate passed" holds when
+/// the agent succeeds, whichever value is written. Once gates run, `false` lets a task be
+/// done with gates failing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DesiredState {
+    /// The task is done only when every gate passed; true unless set.
+    #[serde(default = "enabled")]
+    pub all_gates_passed: bool,
 }
 
 /// `execution`: where the task runs and which agent runs it.
@@ -403,11 +386,14 @@ pub struct McpServer {
 }
 
 /// Durations print back the way they are written (`"2h"`).
-fn serialize_duration<S: Serializer>(duration: &Duration, s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn serialize_duration<S: Serializer>(
+    duration: &Duration,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     s.serialize_str(&units::format_duration(*duration))
 }
 
-fn serialize_duration_opt<S: Serializer>(
+pub(super) fn serialize_duration_opt<S: Serializer>(
     duration: &Option<Duration>,
     s: S,
 ) -> Result<S::Ok, S::Error> {

@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 
+use super::convergence_tests::EVERY_FIELD;
 use super::robustness::check;
 use super::tests::FIXTURES;
 
@@ -105,5 +106,10 @@ proptest! {
         edits in prop::collection::vec(edit(), 1..6),
     ) {
         check(&apply(fixture.1, &edits));
+    }
+
+    #[test]
+    fn mutated_convergence_and_delivery_never_panic(edits in prop::collection::vec(edit(), 1..6)) {
+        check(&apply(EVERY_FIELD, &edits));
     }
 }

@@ -4,7 +4,7 @@
 //! quantities the parser converts (cores, bytes, durations, money) are described as they are
 //! written, with the pattern the parser accepts.
 
-use schemars::{json_schema, Schema, SchemaGenerator};
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 
 use super::document::Document;
 use super::units::{BYTES_PATTERN, COST_PATTERN, DURATION_PATTERN};
@@ -40,6 +40,29 @@ pub(crate) fn cost(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
+/// The schema of `T` as one branch of a `oneOf` over a tag: `tag` is the constant `value`
+/// and required, and no key but `T`'s and the tag is allowed. For sections whose keys
+/// depend on their `type` (a gate's check, a notification).
+pub(crate) fn tagged_branch<T: JsonSchema>(
+    generator: &mut SchemaGenerator,
+    tag: &str,
+    value: &str,
+) -> Schema {
+    let mut branch = T::json_schema(generator);
+    if let Some(properties) = branch.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        properties.insert(tag.into(), serde_json::json!({ "const": value }));
+    }
+    let required = branch
+        .ensure_object()
+        .entry("required")
+        .or_insert_with(|| serde_json::json!([]));
+    if let Some(required) = required.as_array_mut() {
+        required.push(tag.into());
+    }
+    branch.insert("additionalProperties".into(), false.into());
+    branch
+}
+
 pub(crate) fn cpu(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "description": "CPU cores, 0.1 to 64.",
@@ -65,6 +88,77 @@ mod tests {
             jsonschema::meta::is_valid(&schema),
             "not a valid JSON Schema"
         );
+    }
+
+    fn schema_errors(document: &serde_json::Value) -> Vec<String> {
+        let schema = json_schema();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        validator
+            .iter_errors(document)
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    fn yaml(text: &str) -> serde_json::Value {
+        serde_yaml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn schema_describes_convergence_delivery_and_the_desired_state() {
+        let schema = json_schema();
+        let text = serde_json::to_string(&schema).unwrap();
+        for word in [
+            "\"Convergence\"",
+            "\"Delivery\"",
+            "\"DesiredState\"",
+            "\"allGatesPassed\"",
+            "\"verification-levels\"",
+            "\"github-actions\"",
+            "\"skip-remaining\"",
+            "\"github-pr\"",
+            "\"autoMerge\"",
+            "\"onFailure\"",
+            "\"commitTemplate\"",
+            "\"progressThreshold\"",
+        ] {
+            assert!(text.contains(word), "{word} missing from the schema");
+        }
+        let every_field = yaml(include_str!(
+            "../../../tests/fixtures/taskspecs-not-yet/every-convergence-and-delivery-field.yaml"
+        ));
+        assert_eq!(schema_errors(&every_field), Vec::<String>::new());
+        let full = include_str!("../../../tests/fixtures/taskspecs/full-every-field.yaml")
+            .replace("priority: 1", "priority: \"1\"")
+            .replace("CI: true", "CI: \"true\"")
+            .replace("RETRIES: 3", "RETRIES: \"3\"");
+        assert_eq!(schema_errors(&yaml(&full)), Vec::<String>::new());
+    }
+
+    #[test]
+    fn schema_refuses_what_the_parser_refuses() {
+        let document = |convergence: &str| {
+            yaml(&format!(
+                "apiVersion: agentgate.io/v1\nkind: TaskSpec\nmetadata: {{name: x}}\nspec:\n  \
+                 goal: {{prompt: p}}\n  execution:\n    workspace: {{source: local, path: /x}}\n  \
+                 convergence:\n{convergence}"
+            ))
+        };
+        assert!(schema_errors(&document(
+            "    strategy: fixed\n    config: {iterations: 2}\n"
+        ))
+        .is_empty());
+        for refused in [
+            "    strategy: adaptive\n",
+            "    strategy: fixed\n    config: {baseIterations: 2}\n",
+            "    config: {iterations: 2}\n",
+            "    strategy: manual\n    config: {iterations: 2}\n",
+            "    gates:\n      - {name: g, check: {type: lint}}\n",
+            "    gates:\n      - {name: g, check: {type: custom, command: x, levels: [L0]}}\n",
+            "    gates:\n      - {name: g, check: {type: custom, command: x, timeout: 300000}}\n",
+            "    gates:\n      - {name: \"\", check: {type: convergence}}\n",
+        ] {
+            assert!(!schema_errors(&document(refused)).is_empty(), "{refused}");
+        }
     }
 
     #[test]

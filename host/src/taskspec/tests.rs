@@ -48,11 +48,11 @@ pub(super) fn env(name: &str) -> Option<String> {
     Some(value.to_string())
 }
 
-fn parse_ok(yaml: &str) -> TaskSpec {
+pub(super) fn parse_ok(yaml: &str) -> TaskSpec {
     parse(yaml, "/specs/example.yaml", &env).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn parse_err(yaml: &str) -> SpecError {
+pub(super) fn parse_err(yaml: &str) -> SpecError {
     match parse(yaml, "/specs/example.yaml", &env) {
         Ok(spec) => panic!("accepted: {spec:?}"),
         Err(error) => error,
@@ -62,6 +62,16 @@ fn parse_err(yaml: &str) -> SpecError {
 /// A local-workspace document with `sandbox` set to the given block (indented by 4).
 fn with_sandbox(sandbox: &str) -> String {
     format!("execution:\n  workspace:\n    source: local\n    path: /src\n  sandbox:\n{sandbox}")
+}
+
+/// A full document with a goal and a local workspace, and `sections` (indented by 2)
+/// after `execution` under `spec`: the first line of `sections` is line 8.
+pub(super) fn full_document(sections: &str) -> String {
+    format!(
+        "apiVersion: agentgate.io/v1\nkind: TaskSpec\nmetadata: {{name: x}}\nspec:\n  \
+         goal: {{prompt: p}}\n  execution:\n    workspace: {{source: local, path: /x}}\n\
+         {sections}"
+    )
 }
 
 fn fixture(name: &str) -> &'static str {
@@ -155,7 +165,30 @@ fn full_document_with_every_field() {
     assert_eq!(agent.tools[1].config["headless"], true);
     assert_eq!(agent.mcp_servers["github"].env["GITHUB_TOKEN"], "tok-123");
     assert_eq!(agent.options["command"][0], "claude");
-    assert_eq!(spec.spec.delivery.as_ref().unwrap()["anything"][2], 3);
+    let goal = spec.spec.goal.as_ref().unwrap();
+    assert_eq!(
+        goal.desired_state,
+        Some(DesiredState {
+            all_gates_passed: true
+        })
+    );
+    // Every field of this fixture is one this version honours.
+    assert!(spec.spec.delivery.is_none());
+    check_supported(&spec).unwrap();
+}
+
+#[test]
+fn a_delivery_section_is_typed_not_kept_verbatim() {
+    let error = parse_err(&full_document(
+        "  delivery:\n    gitOps: {mode: pull-request}\n    anything: [1, 2, 3]\n",
+    ));
+    assert_eq!(error.path, "spec.delivery");
+    assert_eq!(error.line, Some(9));
+    assert_eq!(error.message, "unknown key \"gitOps\"");
+    assert_eq!(
+        error.hint.as_deref(),
+        Some("expected one of: git, pr, notifications")
+    );
 }
 
 #[test]
