@@ -15,8 +15,8 @@
 //! there, with its line), then `TryFrom` checks the keys against the variant and fills in
 //! its defaults. Such an error names the mapping (`spec.convergence`) and its line.
 //!
-//! Where the reference is vague (`/work/shared/CONVERGENCE.md`, last sections), the
-//! choice made is written on the field it concerns.
+//! Where the reference's documentation is vague or contradicts itself, the choice made is
+//! written on the field it concerns (and in `docs/taskspec.md`).
 
 use std::time::Duration;
 

@@ -13,8 +13,9 @@
 //!
 //! As in `workspace.rs`, sections whose keys depend on a sibling (a notification's keys on
 //! its `type`) or whose keys must agree (`git`) are read into a raw struct, then checked by
-//! `TryFrom`; such an error names the mapping and its line. Where the reference is vague
-//! (`/work/shared/CONVERGENCE.md`, last sections) the choice made is written on the field.
+//! `TryFrom`; such an error names the mapping and its line. Where the reference's
+//! documentation is vague, the choice made is written on the field (and in
+//! `docs/taskspec.md`).
 
 use std::collections::BTreeMap;
 

@@ -94,8 +94,8 @@ pub struct Goal {
 /// true}`, so that one key is what loads: a typed mapping, other keys refused, nothing kept
 /// verbatim or passed to the agent. It is honoured as it stands: a run of this version has
 /// no gates ([`super::check_supported`] refuses them), so "every gate passed" holds when
-/// the agent succeeds, whichever value is written. Once gates run, `false` lets a task be
-/// done with gates failing.
+/// the agent succeeds, whichever value is written. What `false` means once gates run, the
+/// reference does not say; that is decided when gates are built.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DesiredState {
